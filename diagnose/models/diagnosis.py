@@ -1,0 +1,122 @@
+"""The Diagnosis model: the one output every renderer (CLI, JSON, markdown, hook, chat) speaks."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+SymptomKind = Literal[
+    "collective_slow",
+    "collective_timeout",
+    "init_failure",
+    "connection_error",
+    "gpu_error",
+    "link_errors",
+    "process_crash",
+    "unknown",
+]
+
+Confidence = Literal["high", "medium", "low"]
+Verdict = Literal["confirmed", "inconclusive", "ruled_out"]
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Location(_Closed):
+    """The most specific place the evidence supports. Unknown parts stay None."""
+
+    host: str | None = None
+    device: str | None = None
+    port: int | None = None
+    peer: str | None = None
+    rank: int | None = None
+    gpu: str | None = None
+
+    def is_empty(self) -> bool:
+        return all(v is None for v in self.model_dump().values())
+
+    def label(self) -> str:
+        parts: list[str] = []
+        if self.host:
+            parts.append(self.host)
+        if self.device:
+            parts.append(self.device + (f" port {self.port}" if self.port is not None else ""))
+        elif self.port is not None:
+            parts.append(f"port {self.port}")
+        if self.gpu:
+            parts.append(f"GPU {self.gpu}")
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        label = "/".join(parts) if parts else "-"
+        if self.peer:
+            label += f" <-> {self.peer}"
+        return label
+
+
+class Symptom(_Closed):
+    kind: SymptomKind
+    text: str
+    source: str = Field(description="'cli', 'hook', 'chat' or the evidence file:line it was found in")
+
+
+class EvidenceRef(_Closed):
+    file: str
+    line: int
+    text: str
+    finding: str
+
+
+class Finding(_Closed):
+    """A fact distilled from bulk evidence by an extractor; the unit the rule engine reasons over."""
+
+    id: str
+    kind: str
+    summary: str
+    location: Location = Field(default_factory=Location)
+    attrs: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    evidence: list[EvidenceRef] = Field(default_factory=list)
+    count: int = 1
+
+
+class CauseResult(_Closed):
+    id: str
+    title: str
+    score: float = Field(ge=0.0, le=1.0)
+    confidence: Confidence
+    verdict: Verdict
+    summary: str
+    location: Location = Field(default_factory=Location)
+    evidence: list[EvidenceRef]
+    against: list[EvidenceRef] = Field(default_factory=list)
+    playbook: str
+
+
+class RuledOut(_Closed):
+    id: str
+    why: str
+
+
+class MissingEvidence(_Closed):
+    would_decide: list[str]
+    collect: str
+
+
+class FileEntry(_Closed):
+    path: str
+    format: str
+    records: int
+    problem: str | None = None
+
+
+class Diagnosis(_Closed):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    symptoms: list[Symptom]
+    causes: list[CauseResult]
+    ruled_out: list[RuledOut]
+    missing_evidence: list[MissingEvidence]
+    files: list[FileEntry]
