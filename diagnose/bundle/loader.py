@@ -1,0 +1,266 @@
+"""Open what the user hands over: folders, .tar/.tar.gz/.tgz/.zip archives, gzip files, single files.
+
+Nothing here interprets content beyond decoding. Every problem with one file (binary, too large,
+unreadable, a hostile archive member) becomes a ``problem`` on that file so the run goes on;
+only a missing input path or an input with no readable file at all is a :class:`BundleError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import os
+import re
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+_HOSTLIKE = re.compile(r"^[A-Za-z][\w\-]*\d[\w\-]*$")
+
+
+class BundleError(Exception):
+    """An input the run cannot start from (missing path, nothing readable)."""
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    max_file_bytes: int = 64 * 1024 * 1024  # larger files: head and tail are read, the middle is counted
+    max_line_chars: int = 64 * 1024  # longer lines are clipped
+    max_archive_members: int = 100_000
+    max_archive_bytes: int = 4 * 1024 * 1024 * 1024
+
+
+@dataclass
+class BundleFile:
+    path: str  # bundle-relative, posix
+    text: str | None
+    problems: list[str] = field(default_factory=list)
+    host_hint: str | None = None
+    line_offset_after_gap: tuple[int, int] | None = None  # (line where the gap is, lines skipped)
+
+
+def _host_hint(rel: PurePosixPath) -> str | None:
+    """A per-host folder (``node017/ibstat.out``) or file stem (``node017.dmesg``) names the host."""
+    for part in reversed(rel.parts[:-1]):
+        if _HOSTLIKE.match(part) and not re.match(r"^(?:positive|negative|run|job|slurm|rank|log)s?[-_]?\d", part):
+            return part
+    stem = rel.name.split(".")[0]
+    m = re.match(r"^([A-Za-z][\w\-]*\d)[_.](?:ibstat|ibstatus|dmesg|perfquery|ibv_devinfo|df|ulimit|env|lspci)", rel.name)
+    if m:
+        return m.group(1)
+    del stem
+    return None
+
+
+def _looks_binary(sample: bytes) -> bool:
+    if not sample:
+        return False
+    if b"\x00" in sample[:8192]:
+        return True
+    text_chars = bytes(range(32, 127)) + b"\n\r\t\b\f\x1b"
+    chunk = sample[:8192]
+    nontext = sum(1 for b in chunk if b not in text_chars and b < 128)
+    return nontext / max(1, len(chunk)) > 0.30
+
+
+def _decode(data: bytes, limits: LoadLimits, problems: list[str]) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x1b" in text:
+        text = ANSI_RE.sub("", text)
+    if len(text) > limits.max_line_chars and any(
+        len(ln) > limits.max_line_chars for ln in text.split("\n")
+    ):
+        clipped = 0
+        lines = text.split("\n")
+        for i, ln in enumerate(lines):
+            if len(ln) > limits.max_line_chars:
+                lines[i] = ln[: limits.max_line_chars]
+                clipped += 1
+        text = "\n".join(lines)
+        problems.append(f"{clipped} line(s) longer than {limits.max_line_chars} characters were clipped")
+    return text
+
+
+def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | None = None) -> BundleFile:
+    problems: list[str] = []
+    path = PurePosixPath(rel)
+    if data[:2] == b"\x1f\x8b" and not rel.endswith((".tar.gz", ".tgz")):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            return BundleFile(rel, None, [f"truncated or corrupt gzip ({exc})"], _host_hint(path))
+        if len(data) > limits.max_file_bytes:
+            total_size = len(data)
+            half = limits.max_file_bytes // 2
+            data = data[:half] + b"\n" + data[-half:]
+    if _looks_binary(data[:8192]):
+        return BundleFile(rel, None, ["binary file, not read"], _host_hint(path))
+    text = _decode(data, limits, problems)
+    if total_size is not None and total_size > limits.max_file_bytes:
+        mib = limits.max_file_bytes // (2 * 1024 * 1024)
+        problems.append(
+            f"file is {total_size / 1048576:.0f} MiB: only the first and last {mib} MiB were read"
+        )
+    return BundleFile(rel, text, problems, _host_hint(path))
+
+
+def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile:
+    try:
+        size = p.stat().st_size
+        with p.open("rb") as fh:
+            if size > limits.max_file_bytes:
+                half = limits.max_file_bytes // 2
+                head = fh.read(half)
+                fh.seek(size - half)
+                tail = fh.read(half)
+                head = head[: head.rfind(b"\n") + 1] or head
+                nl = tail.find(b"\n")
+                tail = tail[nl + 1:] if nl >= 0 else tail
+                return _from_bytes(rel, head + tail, limits, total_size=size)
+            data = fh.read()
+    except OSError as exc:
+        return BundleFile(rel, None, [f"unreadable: {exc.strerror or exc}"], _host_hint(PurePosixPath(rel)))
+    return _from_bytes(rel, data, limits)
+
+
+def _safe_member(name: str) -> str | None:
+    p = PurePosixPath(name.replace("\\", "/"))
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        return None
+    return str(p)
+
+
+def _iter_tar(path: Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFile]:
+    total = 0
+    try:
+        with tarfile.open(path, "r:*") as tf:
+            members = 0
+            for m in tf:
+                members += 1
+                if members > limits.max_archive_members:
+                    yield BundleFile(prefix, None, [f"archive has more than {limits.max_archive_members} members; rest skipped"])
+                    return
+                safe = _safe_member(m.name)
+                rel = f"{prefix}/{safe}" if safe else f"{prefix}/{m.name}"
+                if m.isdir():
+                    continue
+                if safe is None:
+                    yield BundleFile(rel, None, ["unsafe archive path (absolute or '..'), not extracted"])
+                    continue
+                if m.issym() or m.islnk() or not m.isfile():
+                    yield BundleFile(rel, None, ["archive link or special file, not followed"])
+                    continue
+                total += m.size
+                if total > limits.max_archive_bytes:
+                    yield BundleFile(rel, None, ["archive expands beyond the size limit; rest skipped"])
+                    return
+                fh = tf.extractfile(m)
+                if fh is None:
+                    continue
+                if m.size > limits.max_file_bytes:
+                    half = limits.max_file_bytes // 2
+                    head = fh.read(half)
+                    fh.seek(m.size - half)
+                    data = head + fh.read(half)
+                    yield _from_bytes(rel, data, limits, total_size=m.size)
+                else:
+                    yield _from_bytes(rel, fh.read(), limits)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        yield BundleFile(prefix, None, [f"archive could not be read completely: {exc}"])
+
+
+def _iter_zip(path: Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFile]:
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for i, info in enumerate(zf.infolist()):
+                if i >= limits.max_archive_members:
+                    yield BundleFile(prefix, None, [f"archive has more than {limits.max_archive_members} members; rest skipped"])
+                    return
+                if info.is_dir():
+                    continue
+                safe = _safe_member(info.filename)
+                rel = f"{prefix}/{safe or info.filename}"
+                if safe is None:
+                    yield BundleFile(rel, None, ["unsafe archive path (absolute or '..'), not extracted"])
+                    continue
+                total += info.file_size
+                if total > limits.max_archive_bytes:
+                    yield BundleFile(rel, None, ["archive expands beyond the size limit; rest skipped"])
+                    return
+                with zf.open(info) as fh:
+                    data = fh.read(limits.max_file_bytes + 1)
+                if len(data) > limits.max_file_bytes:
+                    yield _from_bytes(rel, data[: limits.max_file_bytes], limits, total_size=info.file_size)
+                else:
+                    yield _from_bytes(rel, data, limits)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        yield BundleFile(prefix, None, [f"archive could not be read completely: {exc}"])
+
+
+def _is_archive(p: Path) -> str | None:
+    name = p.name.lower()
+    if name.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz", ".tbz2", ".txz")):
+        return "tar"
+    if name.endswith(".zip"):
+        return "zip"
+    try:
+        with p.open("rb") as fh:
+            magic = fh.read(262)
+    except OSError:
+        return None
+    if magic[:4] == b"PK\x03\x04":
+        return "zip"
+    if len(magic) > 261 and magic[257:262] == b"ustar":
+        return "tar"
+    return None
+
+
+def load_inputs(paths: list[str | os.PathLike[str]], limits: LoadLimits | None = None) -> list[BundleFile]:
+    """Load every input into BundleFiles, sorted by path (deterministic)."""
+    limits = limits or LoadLimits()
+    out: list[BundleFile] = []
+    if not paths:
+        raise BundleError("no input given: pass a bundle folder, an archive or files")
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise BundleError(f"no such file or folder: {raw}")
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if f.is_file() or f.is_symlink())
+            for f in files:
+                rel = f.relative_to(p).as_posix()
+                if f.is_symlink():
+                    try:
+                        f.resolve(strict=True).relative_to(p.resolve())
+                    except (ValueError, OSError):
+                        out.append(BundleFile(rel, None, ["symlink pointing outside the bundle, not followed"]))
+                        continue
+                if f.name in {"expect.yaml", "README.md"} and f.parent == p:
+                    continue  # fixture metadata, not evidence
+                kind = _is_archive(f)
+                if kind:
+                    out.extend(_iter_tar(f, rel, limits) if kind == "tar" else _iter_zip(f, rel, limits))
+                else:
+                    out.append(_read_file(f, rel, limits))
+        else:
+            kind = _is_archive(p)
+            if kind:
+                out.extend(_iter_tar(p, p.name, limits) if kind == "tar" else _iter_zip(p, p.name, limits))
+            else:
+                out.append(_read_file(p, p.name, limits))
+    out.sort(key=lambda b: b.path)
+    seen: dict[str, int] = {}
+    for b in out:  # the same file name given twice from different folders stays distinguishable
+        n = seen.get(b.path, 0)
+        seen[b.path] = n + 1
+        if n:
+            b.path = f"{b.path}#{n + 1}"
+    return out
+
+

@@ -1,0 +1,59 @@
+"""Recognise a file's format by its content. File names are a tie-breaking hint only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.parsers import registry
+from diagnose.parsers.base import SNIFF_THRESHOLD
+
+HEAD_CHARS = 64 * 1024
+
+_NAME_HINTS: dict[str, tuple[str, ...]] = {
+    "ibstat": ("ibstat",),
+    "ibstatus": ("ibstatus",),
+    "ibv_devinfo": ("devinfo",),
+    "perfquery": ("perfquery", "pq"),
+    "dmesg": ("dmesg", "kern", "messages", "syslog"),
+    "nccl_log": ("nccl",),
+    "nccl_tests": ("perf", "nccl-tests", "nccl_tests", "all_reduce", "allreduce"),
+    "df": ("df", "shm"),
+    "ulimit": ("ulimit", "limits"),
+    "env": ("env", "sbatch", "launch", ".sh"),
+    "pytorch_log": ("rank", "train", "torch"),
+}
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    formats: tuple[str, ...]  # primary first; more than one only for mixable line logs
+    scores: dict[str, int]
+
+
+def sniff_file(path: str, text: str) -> Sniffed:
+    head = text[:HEAD_CHARS]
+    if len(text) > HEAD_CHARS:
+        head += "\n" + text[-HEAD_CHARS // 4:]
+    lname = path.lower().rsplit("/", 1)[-1]
+    scores: dict[str, int] = {}
+    for mod in registry():
+        try:
+            s = int(mod.sniff(head))
+        except Exception:  # noqa: BLE001 - a sniffer bug must not cost the file
+            s = 0
+        if s <= 0:
+            continue
+        if any(h in lname for h in _NAME_HINTS.get(mod.FORMAT, ())):
+            s += 5
+        scores[mod.FORMAT] = s
+    claimed = sorted(
+        ((s, f) for f, s in scores.items() if s >= SNIFF_THRESHOLD), key=lambda t: (-t[0], t[1])
+    )
+    if not claimed:
+        return Sniffed((), scores)
+    primary = claimed[0][1]
+    mixable = {m.FORMAT for m in registry() if getattr(m, "MIXABLE", False)}
+    formats = [primary]
+    if primary in mixable:
+        formats += [f for _, f in claimed[1:] if f in mixable]
+    return Sniffed(tuple(formats), scores)

@@ -1,0 +1,38 @@
+"""The public cause ids. A contract: the JSON output, rule paths, playbooks and fixtures use them exactly."""
+
+from __future__ import annotations
+
+TAXONOMY: dict[str, str] = {
+    "link.bad_cable": "A marginal cable or transceiver",
+    "link.flapping": "A link going down and up",
+    "link.degraded": "A link trained below its capability",
+    "link.port_down": "An HCA port that is not Active, or a missing HCA",
+    "fabric.congestion": "Congestion or credit starvation",
+    "fabric.adaptive_routing_off": "Adaptive routing disabled or not applied",
+    "fabric.route_imbalance": "Routing hot spots",
+    "fabric.qos_misconfig": "The job's traffic lands in the wrong class",
+    "fabric.sm_problem": "Subnet manager down, fighting or re-sweeping",
+    "fabric.pkey_mismatch": "Partition key missing or wrong for the job",
+    "fabric.rail_isolation": "Rails that cannot reach each other while NCCL connects across them",
+    "roce.gid_index": "Wrong or unroutable RoCE GID",
+    "roce.pfc_ecn": "The RoCE lossless configuration is broken",
+    "mtu.mismatch": "MTU differs between hosts and switches",
+    "host.gdr_unavailable": "GPUDirect RDMA not in use",
+    "host.pcie_acs_iommu": "PCIe ACS or IOMMU redirecting peer-to-peer traffic",
+    "host.pcie_degraded": "A GPU or NIC PCIe link trained below its capability",
+    "host.nic_driver_firmware": "mlx5 driver or firmware fault, mismatch or mis-tuning",
+    "host.numa_affinity": "NIC/GPU/CPU affinity wrong",
+    "host.topology_misdetect": "The topology NCCL sees is not the hardware",
+    "host.container_rdma_access": "The container cannot use RDMA",
+    "host.memlock_limit": "Locked-memory limit too low",
+    "host.shm_too_small": "/dev/shm too small",
+    "nccl.socket_fallback": "NCCL runs over NET/Socket instead of IB or RoCE",
+    "nccl.interface_selection": "Wrong NCCL_SOCKET_IFNAME or NCCL_IB_HCA, or an unreachable bootstrap interface",
+    "nccl.version_mismatch": "Communication-stack versions that differ or do not fit",
+    "nccl.p2p_or_nvls_config": "P2P, SHM, NVLS, CollNet or SHARP settings that force a slow path or fail",
+    "gpu.xid_error": "A GPU in an error state (Xid)",
+    "gpu.nvlink_degraded": "NVLink links down or erroring",
+    "gpu.fabric_manager": "NVSwitch Fabric Manager not running, mismatched or restarted",
+    "gpu.throttling": "Thermal or power throttling",
+    "app.straggler_or_desync": "One rank late or missing from a collective while the hardware is healthy",
+}

@@ -1,0 +1,73 @@
+"""What extractors see: the frames, the formats present, and helpers to cite evidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from diagnose.evidence.frames import message_frame
+from diagnose.models.diagnosis import EvidenceRef, Finding, Location
+
+MAX_REFS = 8
+
+
+@dataclass
+class Context:
+    frames: dict[str, pd.DataFrame]
+    formats: set[str]
+    thresholds: dict[str, float] = field(default_factory=dict)
+    _messages: pd.DataFrame | None = None
+
+    def frame(self, name: str) -> pd.DataFrame:
+        df = self.frames.get(name)
+        return df if df is not None else pd.DataFrame()
+
+    def has(self, name: str) -> bool:
+        df = self.frames.get(name)
+        return df is not None and not df.empty
+
+    @property
+    def messages(self) -> pd.DataFrame:
+        if self._messages is None:
+            self._messages = message_frame(self.frames)
+        return self._messages
+
+
+def refs(df: pd.DataFrame, kind: str, limit: int = MAX_REFS) -> list[EvidenceRef]:
+    """Evidence references for the first ``limit`` rows of ``df`` in file/line order."""
+    if df.empty:
+        return []
+    rows = df.sort_values(["source", "line"], kind="stable").head(limit)
+    return [
+        EvidenceRef(file=str(s), line=int(ln), text=str(t), finding=kind)
+        for s, ln, t in zip(rows["source"], rows["line"], rows["text"], strict=True)
+    ]
+
+
+def finding(
+    kind: str,
+    summary: str,
+    df: pd.DataFrame | None = None,
+    location: Location | None = None,
+    attrs: dict[str, str | int | float | bool | None] | None = None,
+    evidence: list[EvidenceRef] | None = None,
+) -> Finding:
+    ev = evidence if evidence is not None else (refs(df, kind) if df is not None else [])
+    count = len(df) if df is not None and not df.empty else max(1, len(ev))
+    return Finding(
+        id="",
+        kind=kind,
+        summary=summary,
+        location=location or Location(),
+        attrs=attrs or {},
+        evidence=ev,
+        count=count,
+    )
+
+
+def hosts_label(hosts: list[str], limit: int = 4) -> str:
+    hs = sorted({h for h in hosts if h})
+    if len(hs) <= limit:
+        return ", ".join(hs)
+    return ", ".join(hs[:limit]) + f" and {len(hs) - limit} more"

@@ -1,0 +1,101 @@
+"""Host resources NCCL needs: /dev/shm, locked memory, GPUDirect kernel modules."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from diagnose.evidence.context import Context, finding
+from diagnose.evidence.extractors import extractor
+from diagnose.models.diagnosis import Finding, Location
+
+_SHM_ERR = (
+    r"shared memory segment|/dev/shm|posix_fallocate|shm_open|ncclShmOpen|"
+    r"Error while creating shared memory|unable to allocate shared memory"
+)
+_MEMLOCK_ERR = (
+    r"ibv_reg_mr|ibv_create_cq|ibv_alloc_pd|ibv_create_qp|ncclIbRegMr|Cannot allocate memory.*(?:ibv|mr|IB)"
+    r"|memlock|RLIMIT_MEMLOCK|locked memory"
+)
+
+
+def _one_host(s: pd.Series) -> str | None:
+    hs = sorted({str(h) for h in s.dropna()})
+    return hs[0] if len(hs) == 1 else None
+
+
+@extractor
+def shm(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    fs = ctx.frame("Filesystem")
+    if not fs.empty:
+        sel = fs[fs["mount"] == "/dev/shm"]
+        for _, row in sel.sort_values(["host", "source"], na_position="first").iterrows():
+            size = row["size_bytes"]
+            if size is None or pd.isna(size):
+                continue
+            mib = round(float(size) / 1048576, 1)
+            out.append(finding(
+                "shm_size",
+                f"/dev/shm is {mib:g} MiB{' on ' + str(row['host']) if row['host'] else ''}"
+                + (f", {int(row['use_pct'])}% used" if pd.notna(row.get("use_pct")) else "") + ".",
+                pd.DataFrame([row]), Location(host=row["host"]),
+                {"size_mib": mib, "use_pct": int(row["use_pct"]) if pd.notna(row.get("use_pct")) else None},
+            ))
+    msgs = ctx.messages
+    if not msgs.empty:
+        hit = msgs[msgs["message"].str.contains(_SHM_ERR, case=False, na=False)
+                   & msgs["message"].str.contains(r"fail|error|No space|unable|cannot|Bus error", case=False, na=False)]
+        if not hit.empty:
+            out.append(finding(
+                "shm_error",
+                f"{len(hit)} shared-memory failure(s) while NCCL set up intra-node transport.",
+                hit, Location(host=_one_host(hit["host"])), {"lines": len(hit)},
+            ))
+    return out
+
+
+@extractor
+def memlock(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    lim = ctx.frame("Limit")
+    if not lim.empty:
+        sel = lim[(lim["flag"] == "-l") | lim["name"].str.contains("locked", case=False, na=False)]
+        for _, row in sel.sort_values(["host", "source"], na_position="first").iterrows():
+            unl = bool(row["unlimited"])
+            kib = None if unl or pd.isna(row["value"]) else int(row["value"])
+            out.append(finding(
+                "memlock_limit",
+                f"max locked memory is {'unlimited' if unl else str(kib) + ' KiB'}"
+                f"{' on ' + str(row['host']) if row['host'] else ''}.",
+                pd.DataFrame([row]), Location(host=row["host"]),
+                {"unlimited": unl, "kib": kib},
+            ))
+    msgs = ctx.messages
+    if not msgs.empty:
+        hit = msgs[msgs["message"].str.contains(_MEMLOCK_ERR, case=False, na=False)
+                   & msgs["message"].str.contains(r"fail|error|Cannot|unable", case=False, na=False)]
+        if not hit.empty:
+            out.append(finding(
+                "ib_mem_registration_failed",
+                f"{len(hit)} verbs resource allocation failure(s) (memory registration / CQ creation).",
+                hit, Location(host=_one_host(hit["host"])), {"lines": len(hit)},
+            ))
+    return out
+
+
+@extractor
+def peermem(ctx: Context) -> list[Finding]:
+    pm = ctx.frame("PeermemEvent")
+    out: list[Finding] = []
+    if not pm.empty:
+        err = pm[pm["category"] == "error"]
+        if not err.empty:
+            out.append(finding(
+                "peermem_error",
+                f"nvidia-peermem reported {len(err)} error(s): GPUDirect RDMA memory registration is broken.",
+                err, Location(host=_one_host(err["host"])),
+            ))
+        ok = pm[pm["category"] == "loaded"]
+        if not ok.empty and err.empty:
+            out.append(finding("peermem_loaded", "nvidia-peermem is loaded.", ok, Location(host=_one_host(ok["host"]))))
+    return out

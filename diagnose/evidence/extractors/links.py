@@ -1,0 +1,214 @@
+"""HCA ports: state, trained rate, and error counters (one or more snapshots)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from diagnose.evidence.context import Context, finding, hosts_label
+from diagnose.evidence.extractors import extractor
+from diagnose.models.counters import ERROR_COUNTERS, counter_bits
+from diagnose.models.diagnosis import Finding, Location
+
+
+def _nccl_devices(ctx: Context) -> dict[str, set[str]]:
+    """host -> HCA names NCCL uses or is told to use ('*' = every host)."""
+    res: dict[str, set[str]] = {}
+    init = ctx.frame("NcclNetInit")
+    if not init.empty:
+        for host, net, devs in zip(init["host"].fillna("*"), init["net"], init["devices"], strict=True):
+            if net == "IB":
+                res.setdefault(host, set()).update(devs)
+    env = ctx.frame("EnvSetting")
+    if not env.empty:
+        hca = env[env["name"] == "NCCL_IB_HCA"]
+        for host, val in zip(hca["host"].fillna("*"), hca["value"].astype(str), strict=True):
+            names = {v.split(":")[0].lstrip("=^") for v in val.split(",") if v.strip()}
+            res.setdefault(host, set()).update(n for n in names if n)
+    return res
+
+
+def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
+    used = _nccl_devices(ctx)
+    roce = False
+    init = ctx.frame("NcclNetInit")
+    if not init.empty:
+        roce = bool(init["link_layers"].map(lambda t: "RoCE" in t).any())
+
+    def rel(row: pd.Series) -> bool:
+        devs = used.get(str(row["host"])) or used.get("*")
+        if devs:
+            return str(row["device"]) in devs
+        return row["link_layer"] != "Ethernet" or roce
+
+    return ports.apply(rel, axis=1) if not ports.empty else pd.Series(dtype=bool)
+
+
+@extractor
+def port_states(ctx: Context) -> list[Finding]:
+    ports = ctx.frame("IbPort")
+    if ports.empty:
+        return []
+    ports = ports.copy()
+    ports["relevant"] = _relevant(ports, ctx)
+    out: list[Finding] = []
+    down = ports[ports["state"].notna() & (ports["state"] != "Active")]
+    for _, row in down.sort_values(["host", "device", "port"], na_position="first").iterrows():
+        used = bool(row["relevant"])
+        out.append(finding(
+            "port_not_active",
+            f"{row['host'] or '?'} {row['device']} port {row['port']} is {row['state']}"
+            + (f"/{row['phys_state']}" if row["phys_state"] else "")
+            + f" ({row['link_layer'] or 'link layer unknown'})"
+            + ("" if used else ", not a port the job uses") + ".",
+            pd.DataFrame([row]),
+            Location(host=row["host"], device=row["device"], port=int(row["port"])),
+            {"state": row["state"], "phys_state": row["phys_state"], "link_layer": row["link_layer"],
+             "relevant": used},
+        ))
+    rel = ports[ports["relevant"]]
+    if not rel.empty and (rel["state"] == "Active").all():
+        out.append(finding(
+            "ports_all_active",
+            f"All {len(rel)} HCA port(s) the job uses are Active on {hosts_label(list(rel['host'].dropna()))}.",
+            rel.head(3), attrs={"ports": len(rel)},
+        ))
+    return out
+
+
+@extractor
+def port_rates(ctx: Context) -> list[Finding]:
+    ports = ctx.frame("IbPort")
+    if ports.empty or "rate_gbps" not in ports:
+        return []
+    ports = ports.copy()
+    ports["relevant"] = _relevant(ports, ctx)
+    act = ports[(ports["state"] == "Active") & ports["relevant"] & ports["rate_gbps"].notna()]
+    out: list[Finding] = []
+    for ll, grp in act.groupby(act["link_layer"].fillna("?")):
+        best = float(grp["rate_gbps"].max())
+        low = grp[grp["rate_gbps"] < best]
+        width_low = grp[grp["width"].notna() & ~grp["width"].isin(["4X", "8X", "12X"])] if "width" in grp else grp.iloc[0:0]
+        low = pd.concat([low, width_low]).drop_duplicates(subset=["source", "line"])
+        for _, row in low.sort_values(["host", "device"], na_position="first").iterrows():
+            rate = float(row["rate_gbps"])
+            out.append(finding(
+                "port_rate_low",
+                f"{row['host'] or '?'} {row['device']} port {row['port']} trained at {rate:g} Gb/s"
+                + (f" ({row['width']} {row['speed'] or ''})".rstrip() if row.get("width") else "")
+                + f" while its peers run at {best:g} Gb/s.",
+                pd.DataFrame([row]),
+                Location(host=row["host"], device=row["device"], port=int(row["port"])),
+                {"rate_gbps": rate, "expected_gbps": best, "ratio": round(rate / best, 3) if best else None,
+                 "width": row.get("width"), "link_layer": ll},
+            ))
+        if low.empty and len(grp) >= 2:
+            out.append(finding(
+                "port_rates_uniform",
+                f"All {len(grp)} active {ll} port(s) run at {best:g} Gb/s.",
+                grp.head(2), attrs={"rate_gbps": best, "ports": len(grp)},
+            ))
+    return out
+
+
+def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], pd.Series], dict[str, pd.Series]]:
+    ports = ctx.frame("IbPort")
+    by_lid: dict[tuple[str, int], pd.Series] = {}
+    by_guid: dict[str, pd.Series] = {}
+    if ports.empty:
+        return by_lid, by_guid
+    for _, row in ports.iterrows():
+        if pd.notna(row.get("lid")) and row.get("lid"):
+            by_lid[(str(row["host"]), int(row["lid"]))] = row
+            by_lid.setdefault(("*", int(row["lid"])), row)
+        for g in ("port_guid", "node_guid"):
+            if row.get(g):
+                by_guid.setdefault(str(row[g]).lower(), row)
+    return by_lid, by_guid
+
+
+@extractor
+def port_counters(ctx: Context) -> list[Finding]:
+    pc = ctx.frame("PortCounter")
+    if pc.empty:
+        return []
+    pc = pc.copy()
+    pc["lid_k"] = pc["lid"].fillna(-1).astype(int)
+    pc["port_k"] = pc["port"].fillna(-1).astype(int)
+    pc["guid_k"] = pc["guid"].fillna("").astype(str).str.lower()
+    pc["host_k"] = pc["host"].fillna("")
+    keys = ["host_k", "guid_k", "lid_k", "port_k", "counter"]
+    pc = pc.sort_values(keys + ["snapshot", "line"], kind="stable")
+    g = pc.groupby(keys, sort=True)
+    agg = g.agg(first=("value", "first"), last=("value", "last"), snaps=("snapshot", "nunique"),
+                extended=("extended", "last"))
+    by_lid, by_guid = _port_index(ctx)
+    out: list[Finding] = []
+    err = agg[agg.index.get_level_values("counter").isin(ERROR_COUNTERS) & (agg["last"] > 0)]
+    for key, row in err.iterrows():
+        host, guid, lid, port, counter = key
+        sel = pc[(pc["host_k"] == host) & (pc["guid_k"] == guid) & (pc["lid_k"] == lid)
+                 & (pc["port_k"] == port) & (pc["counter"] == counter)]
+        info = by_guid.get(guid) if guid else None
+        if info is None and lid >= 0:
+            info = by_lid.get((host, lid)) if host else None
+            info = info if info is not None else by_lid.get(("*", lid))
+        dev_host = (info["host"] if info is not None and info["host"] else None) or (host or None)
+        device = str(info["device"]) if info is not None else None
+        hca_port = port if port >= 0 else None
+        is_switch = info is None and guid != "" and not host
+        first, last, snaps = int(row["first"]), int(row["last"]), int(row["snaps"])
+        delta = last - first if snaps > 1 else None
+        bits = counter_bits(counter)
+        saturated = (not bool(row["extended"])) and bits is not None and last >= (1 << bits) - 1
+        where = " ".join(x for x in [dev_host or (f"guid {guid}" if guid else None), device,
+                                     f"port {hca_port}" if hca_port is not None else None,
+                                     f"(lid {lid})" if lid >= 0 else None] if x)
+        trend = (f", +{delta} across {snaps} snapshots" if delta else ", not rising across snapshots") if snaps > 1 else ""
+        attrs: dict[str, str | int | float | bool | None] = {
+            "counter": counter, "value": last, "snapshots": snaps, "rising": bool(delta and delta > 0),
+            "saturated": saturated, "switch": is_switch,
+        }
+        if delta is not None:
+            attrs["delta"] = delta
+        out.append(finding(
+            "port_counter_errors",
+            f"{counter} = {last}{' (saturated)' if saturated else ''} on {where}{trend}.",
+            sel.tail(4),
+            Location(host=dev_host, device=device, port=hca_port),
+            attrs,
+        ))
+    errs_any = bool(len(err))
+    n_ports = pc.groupby(["host_k", "guid_k", "lid_k", "port_k"]).ngroups
+    if not errs_any:
+        out.append(finding(
+            "port_counters_clean",
+            f"Error counters are zero on all {n_ports} port(s) queried.",
+            pc[pc["counter"] == "symbol_error"].head(3), attrs={"ports": n_ports},
+        ))
+    elif int(agg["snaps"].max()) > 1 and not any(f.attrs.get("rising") for f in out):
+        out.append(finding(
+            "port_counters_stable",
+            f"Error counters on {n_ports} port(s) did not move between snapshots (old, not ongoing errors).",
+            pc[pc["counter"].isin(ERROR_COUNTERS) & (pc["value"] > 0)].head(3), attrs={"ports": n_ports},
+        ))
+    return out
+
+
+@extractor
+def link_events(ctx: Context) -> list[Finding]:
+    ev = ctx.frame("Mlx5Event")
+    out: list[Finding] = []
+    if not ev.empty:
+        down = ev[ev["category"] == "link_down"]
+        if not down.empty:
+            for (host, bdf), grp in down.groupby([down["host"].fillna(""), "bdf"], sort=True):
+                ups = ev[(ev["category"] == "link_up") & (ev["bdf"] == bdf) & (ev["host"].fillna("") == host)]
+                out.append(finding(
+                    "nic_link_down_event",
+                    f"mlx5 {bdf}{' (' + str(grp.iloc[0]['netdev']) + ')' if grp.iloc[0]['netdev'] else ''}"
+                    f" reported Link down {len(grp)} time(s){' on ' + host if host else ''}"
+                    f"{', and link up ' + str(len(ups)) + ' time(s)' if len(ups) else ''}.",
+                    pd.concat([grp, ups]).head(8), Location(host=host or None, device=bdf),
+                    {"downs": len(grp), "ups": len(ups)},
+                ))
+    return out

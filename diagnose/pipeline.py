@@ -1,0 +1,128 @@
+"""gather -> parse -> normalize -> find -> infer -> rank: the one path every interface calls."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from diagnose import parsers
+from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
+from diagnose.catalog.loader import Catalog, load_catalog
+from diagnose.engine import infer
+from diagnose.evidence.context import Context, finding
+from diagnose.evidence.extractors import all_extractors
+from diagnose.evidence.frames import build_frames
+from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
+from diagnose.models.records import Record
+from diagnose.symptoms import FINDING_SYMPTOMS, from_text, text_records
+
+log = structlog.get_logger("diagnose.pipeline")
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Evidence:
+    files: list[FileEntry] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    symptoms: list[Symptom] = field(default_factory=list)
+    formats: set[str] = field(default_factory=set)
+
+
+def _parse_file(bf: BundleFile, ev: Evidence) -> None:
+    if bf.text is None:
+        ev.files.append(FileEntry(path=bf.path, format="unreadable", records=0, problem="; ".join(bf.problems)))
+        return
+    if not bf.text.strip():
+        ev.files.append(FileEntry(path=bf.path, format="empty", records=0, problem="empty file"))
+        return
+    sn = sniff_file(bf.path, bf.text)
+    if not sn.formats:
+        ev.files.append(FileEntry(path=bf.path, format="unknown", records=0,
+                                  problem="; ".join(bf.problems) or None))
+        return
+    problems = list(bf.problems)
+    n = 0
+    for fmt in sn.formats:
+        mod = parsers.by_format(fmt)
+        try:
+            res = mod.parse(bf.text, bf.path, bf.host_hint)
+        except Exception as exc:  # noqa: BLE001 - one parser bug never hides the other files
+            log.warning("parser_failed", file=bf.path, format=fmt, error=repr(exc))
+            problems.append(f"{fmt} parser failed: {exc.__class__.__name__}: {exc}")
+            continue
+        ev.records.extend(res.records)
+        problems.extend(res.problems)
+        n += len(res.records)
+        ev.formats.add(fmt)
+    ev.files.append(FileEntry(path=bf.path, format="+".join(sn.formats), records=n,
+                              problem="; ".join(problems) if problems else None))
+
+
+def gather(
+    paths: list[str | os.PathLike[str]],
+    symptom: str | None = None,
+    symptom_source: str = "cli",
+    limits: LoadLimits | None = None,
+    progress: Progress | None = None,
+) -> Evidence:
+    """Load, sniff, parse and extract findings. Raises BundleError only for unusable inputs."""
+    files = load_inputs(paths, limits)
+    ev = Evidence()
+    for i, bf in enumerate(files, 1):
+        _parse_file(bf, ev)
+        if progress:
+            progress(bf.path, i, len(files))
+    log.info("bundle_parsed", files=len(files), records=len(ev.records), formats=sorted(ev.formats))
+    if symptom and symptom.strip():
+        ev.symptoms.extend(from_text(symptom, symptom_source))
+        ev.records.extend(text_records(symptom))
+    ctx = Context(frames=build_frames(ev.records), formats=ev.formats)
+    raw: list[Finding] = []
+    for name, fn in all_extractors():
+        try:
+            raw.extend(fn(ctx))
+        except Exception as exc:  # noqa: BLE001 - an extractor bug is reported, the others still run
+            log.warning("extractor_failed", extractor=name, error=repr(exc))
+            raw.append(finding("extractor_failed", f"Extractor {name} failed: {exc.__class__.__name__}: {exc}",
+                               attrs={"extractor": name}))
+    for fe in ev.files:
+        if fe.problem and fe.format in ("unreadable", "unknown", "empty") or (fe.problem and fe.records == 0):
+            raw.append(finding("file_problem", f"{fe.path}: {fe.problem}",
+                               evidence=[EvidenceRef(file=fe.path, line=0, text=fe.problem or "", finding="file_problem")]))
+    raw.sort(key=lambda f: (f.kind, f.location.label(), [(e.file, e.line) for e in f.evidence[:1]], f.summary))
+    counts: dict[str, int] = {}
+    for f in raw:
+        counts[f.kind] = counts.get(f.kind, 0) + 1
+        ev.findings.append(f.model_copy(update={"id": f"{f.kind}#{counts[f.kind]}"}))
+    seen = {s.kind for s in ev.symptoms}
+    for f in ev.findings:
+        kind = FINDING_SYMPTOMS.get(f.kind)
+        if f.kind == "busbw_measured" and f.attrs.get("ratio") is not None and float(f.attrs["ratio"] or 1) < 0.6:
+            kind = "collective_slow"
+        if kind and kind not in seen and f.evidence:
+            e = f.evidence[0]
+            ev.symptoms.append(Symptom(kind=kind, text=f.summary, source=f"{e.file}:{e.line}"))  # type: ignore[arg-type]
+            seen.add(kind)
+    log.info("findings_extracted", findings=len(ev.findings), symptoms=len(ev.symptoms))
+    return ev
+
+
+def triage(
+    paths: list[str | os.PathLike[str]],
+    symptom: str | None = None,
+    symptom_source: str = "cli",
+    catalog: Catalog | None = None,
+    limits: LoadLimits | None = None,
+    progress: Progress | None = None,
+) -> Diagnosis:
+    ev = gather(paths, symptom, symptom_source, limits, progress)
+    cat = catalog or load_catalog()
+    return infer(cat, ev.findings, ev.symptoms, ev.formats, ev.files)
+
+
+__all__ = ["Evidence", "Location", "gather", "triage"]

@@ -1,0 +1,73 @@
+"""Ticket, alert and chat text, and evidence lines -> canonical Symptoms.
+
+The symptom text is evidence too: it is split into :class:`FreeText` records (file ``<symptom>``)
+and the ``env`` parser's patterns run over it, so a pasted ``NCCL_P2P_DISABLE=1`` counts like an env dump.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from diagnose.models.diagnosis import Symptom
+from diagnose.models.records import Record, clip
+
+SYMPTOM_SOURCE = "<symptom>"
+
+_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("collective_timeout", re.compile(r"time[sd]? ?out|timed out|\bhang|\bhung|stuck|watchdog|deadlock|froze", re.I)),
+    ("collective_slow", re.compile(r"\bslow|busbw|bandwidth|throughput|GB/s|Gb/s|degrad|drop(?:ped)? to|below line rate|straggl", re.I)),
+    ("init_failure", re.compile(r"\binit|ncclCommInit|unhandled system error|failed to (?:initiali[sz]e|start)|bootstrap|not yet initiali", re.I)),
+    ("connection_error", re.compile(r"connection (?:refused|reset|closed)|completion with error|error 12\b|retry exceeded|unreachable|remote process exited", re.I)),
+    ("gpu_error", re.compile(r"\bxid\b|fallen off the bus|\becc\b|cuda error|gpu (?:error|fault|lost)", re.I)),
+    ("link_errors", re.compile(r"symbol error|link (?:down|flap)|flapping|\bcable|port (?:down|polling)|\bber\b|link error", re.I)),
+    ("process_crash", re.compile(r"segfault|core dumped|\bkilled\b|crash|SIGABRT|exited with", re.I)),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FreeText(Record):
+    """One line of user-supplied symptom text."""
+
+
+def classify(text: str) -> list[str]:
+    return [kind for kind, pat in _KINDS if pat.search(text)]
+
+
+def from_text(text: str, source: str = "cli") -> list[Symptom]:
+    kinds = classify(text)
+    if not kinds:
+        return [Symptom(kind="unknown", text=text.strip()[:500], source=source)]
+    return [Symptom(kind=k, text=text.strip()[:500], source=source) for k in kinds]  # type: ignore[arg-type]
+
+
+def text_records(text: str) -> list[Record]:
+    """The symptom text as evidence records (FreeText plus env settings it names)."""
+    from diagnose.parsers import env as env_parser
+
+    recs: list[Record] = []
+    for i, ln in enumerate(text.split("\n"), 1):
+        if ln.strip():
+            recs.append(FreeText(source=SYMPTOM_SOURCE, line=i, text=clip(ln)))
+    try:
+        parsed = env_parser.parse(text, SYMPTOM_SOURCE)
+        recs.extend(parsed.records)
+    except Exception:  # noqa: BLE001 - symptom text never stops a run
+        pass
+    return recs
+
+
+# Evidence-derived symptoms: (finding kind, symptom kind)
+FINDING_SYMPTOMS: dict[str, str] = {
+    "watchdog_timeout": "collective_timeout",
+    "xid_event": "gpu_error",
+    "ib_completion_error": "connection_error",
+    "socket_connect_failed": "connection_error",
+    "bootstrap_no_interface": "init_failure",
+    "shm_error": "init_failure",
+    "ib_mem_registration_failed": "init_failure",
+    "cuda_system_not_ready": "init_failure",
+    "qp_setup_failed": "connection_error",
+    "port_counter_errors": "link_errors",
+    "nic_link_down_event": "link_errors",
+}
