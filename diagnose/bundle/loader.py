@@ -254,6 +254,8 @@ def load_inputs(paths: list[str | os.PathLike[str]], limits: LoadLimits | None =
                 out.extend(_iter_tar(p, p.name, limits) if kind == "tar" else _iter_zip(p, p.name, limits))
             else:
                 out.append(_read_file(p, p.name, limits))
+    if not out:
+        raise BundleError("no readable file in the input: " + ", ".join(str(p) for p in paths))
     out.sort(key=lambda b: b.path)
     seen: dict[str, int] = {}
     for b in out:  # the same file name given twice from different folders stays distinguishable

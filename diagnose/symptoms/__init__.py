@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 from diagnose.models.diagnosis import Symptom
 from diagnose.models.records import Record, clip
+from diagnose.parsers._common import EnvSetting, is_comm_env
 
 SYMPTOM_SOURCE = "<symptom>"
+_ENV_IN_TEXT = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("collective_timeout", re.compile(r"time[sd]? ?out|timed out|\bhang|\bhung|stuck|watchdog|deadlock|froze", re.I)),
@@ -43,17 +45,15 @@ def from_text(text: str, source: str = "cli") -> list[Symptom]:
 
 def text_records(text: str) -> list[Record]:
     """The symptom text as evidence records (FreeText plus env settings it names)."""
-    from diagnose.parsers import env as env_parser
-
     recs: list[Record] = []
     for i, ln in enumerate(text.split("\n"), 1):
-        if ln.strip():
-            recs.append(FreeText(source=SYMPTOM_SOURCE, line=i, text=clip(ln)))
-    try:
-        parsed = env_parser.parse(text, SYMPTOM_SOURCE)
-        recs.extend(parsed.records)
-    except Exception:  # noqa: BLE001 - symptom text never stops a run
-        pass
+        if not ln.strip():
+            continue
+        recs.append(FreeText(source=SYMPTOM_SOURCE, line=i, text=clip(ln)))
+        for m in _ENV_IN_TEXT.finditer(ln):
+            if is_comm_env(m.group(1)):
+                recs.append(EnvSetting(source=SYMPTOM_SOURCE, line=i, text=clip(ln), name=m.group(1),
+                                       value=m.group(2).strip("'\"").rstrip(".,;)"), origin="symptom"))
     return recs
 
 

@@ -1,0 +1,261 @@
+"""The ``diagnose`` command. The only place that maps errors to exit codes.
+
+Exit codes: 0 the command ran (whatever it found); 1 ``rules lint`` found problems or an internal
+error; 2 usage errors (missing path, nothing readable, unknown cause id, bad option).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import structlog
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+from diagnose import __version__
+from diagnose.bundle import BundleError, LoadLimits
+from diagnose.catalog.loader import Catalog, load_catalog
+from diagnose.logging_setup import configure
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Diagnose the GPU-cluster communication layer.")
+rules_app = typer.Typer(no_args_is_help=True, help="The rule catalog.")
+app.add_typer(rules_app, name="rules")
+
+err = Console(stderr=True)
+
+
+class Fmt(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class UsageError(Exception):
+    pass
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _catalog() -> Catalog:
+    cat = load_catalog()
+    if not cat.rules:
+        _fail(f"no rules found under {cat.root}: " + "; ".join(str(e) for e in cat.errors[:3]), 1)
+    return cat
+
+
+@app.callback()
+def _root(
+    log_format: Annotated[str, typer.Option(help="Log format on stderr: console or json.")] = "console",
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "warning",
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        typer.echo(__version__)
+        raise typer.Exit(0)
+    if log_format not in ("console", "json"):
+        _fail("--log-format must be console or json")
+    configure(log_format, log_level)
+
+
+def _progress_cb():  # type: ignore[no-untyped-def]
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    prog = Progress(TextColumn("parsing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                    console=err, transient=True)
+    task = prog.add_task("", total=None)
+
+    def cb(path: str, i: int, n: int) -> None:
+        prog.update(task, total=n, completed=i, description=path[-60:])
+
+    return prog, cb
+
+
+@app.command()
+def triage(
+    paths: Annotated[list[str], typer.Argument(help="Bundle folders, .tar.gz/.tgz/.zip archives or single files.")],
+    symptom: Annotated[Optional[str], typer.Option("--symptom", "-s", help="What the user saw (ticket text, alert, error line).")] = None,
+    fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text, json or markdown.")] = Fmt.text,
+    max_file_size: Annotated[int, typer.Option(help="MiB read per file; larger files are read head and tail.")] = 64,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show all evidence lines.")] = False,
+) -> None:
+    """Rank the likely root causes in a bundle, with evidence and playbooks."""
+    from diagnose.pipeline import triage as run
+    from diagnose.render import render_json, render_markdown, render_text
+
+    if max_file_size < 1:
+        _fail("--max-file-size must be at least 1 MiB")
+    cat = _catalog()
+    prog, cb = _progress_cb()
+    try:
+        if prog:
+            with prog:
+                d = run(paths, symptom, catalog=cat, limits=LoadLimits(max_file_bytes=max_file_size << 20), progress=cb)
+        else:
+            d = run(paths, symptom, catalog=cat, limits=LoadLimits(max_file_bytes=max_file_size << 20))
+    except BundleError as exc:
+        _fail(str(exc))
+        return
+    if not any(f.records for f in d.files) and not symptom:
+        err.print("[yellow]warning:[/] no file in the input was recognised; see the files table", highlight=False)
+    if fmt is Fmt.json:
+        sys.stdout.write(render_json(d))
+    elif fmt is Fmt.markdown:
+        sys.stdout.write(render_markdown(d))
+    else:
+        tty = sys.stdout.isatty()
+        width = Console().width if tty else 160
+        sys.stdout.write(render_text(d, width=width, color=tty, verbose=verbose))
+
+
+@app.command()
+def evidence(
+    paths: Annotated[list[str], typer.Argument(help="Bundle folders, archives or files.")],
+    fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text or json.")] = Fmt.text,
+) -> None:
+    """Show what was recognised in each file and the findings extracted from it."""
+    from diagnose.pipeline import gather
+
+    try:
+        ev = gather(paths)
+    except BundleError as exc:
+        _fail(str(exc))
+        return
+    if fmt is Fmt.json:
+        out = {"files": [f.model_dump(mode="json") for f in ev.files],
+               "findings": [f.model_dump(mode="json") for f in ev.findings]}
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    con = Console()
+    t = Table(title="Files")
+    for c in ("file", "format", "records", "problem"):
+        t.add_column(c)
+    for f in ev.files:
+        t.add_row(f.path, f.format, str(f.records), f.problem or "")
+    con.print(t)
+    ft = Table(title="Findings")
+    for c in ("id", "where", "summary"):
+        ft.add_column(c)
+    for f in ev.findings:
+        ft.add_row(f.id, f.location.label(), f.summary)
+    con.print(ft)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the triage JSON output."""
+    from diagnose.render.json_out import json_schema
+
+    sys.stdout.write(json_schema())
+
+
+@app.command()
+def playbook(cause: Annotated[str, typer.Argument(help="A cause id, e.g. link.bad_cable.")]) -> None:
+    """Print a cause's remediation playbook."""
+    cat = _catalog()
+    pb = cat.playbooks.get(cause)
+    if pb is None:
+        _fail(f"no playbook for '{cause}' (see 'diagnose rules list')")
+        return
+    Console().print(Markdown(pb.body))
+
+
+@rules_app.command("list")
+def rules_list(fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text or json.")] = Fmt.text) -> None:
+    """List the rules."""
+    cat = _catalog()
+    rows = [{"id": r.id, "title": r.title, "severity": r.severity, "status": r.status, "playbook": r.playbook}
+            for r in cat.sorted_rules()]
+    if fmt is Fmt.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    t = Table(title=f"{len(rows)} rules")
+    for c in ("id", "severity", "status", "title"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(r["id"], r["severity"], r["status"], r["title"])
+    Console().print(t)
+
+
+@rules_app.command("show")
+def rules_show(cause: Annotated[str, typer.Argument(help="A cause id.")]) -> None:
+    """Show a rule: what it detects, its evidence, thresholds, and its playbook's first steps."""
+    cat = _catalog()
+    spec = cat.rules.get(cause)
+    if spec is None:
+        _fail(f"unknown cause id '{cause}' (see 'diagnose rules list')")
+        return
+    lines = [f"# {spec.id}: {spec.title}", "", f"severity **{spec.severity}**, status {spec.status}", "",
+             "## What it detects", "", spec.description.strip(), "", "## Evidence for", ""]
+    for c in spec.evidence.supports:
+        cond = f" where `{c.where}`" if c.where else ""
+        lines.append(f"- **{c.weight}** `{c.finding}`{cond}: {c.says}")
+    if spec.evidence.against or spec.evidence.expects:
+        lines += ["", "## Evidence against", ""]
+        for a in spec.evidence.against:
+            lines.append(f"- **{a.weight}** `{a.finding}`: {a.why}")
+        for e in spec.evidence.expects:
+            lines.append(f"- **{e.weight}** absent `{e.finding}` when {', '.join(e.if_formats)} collected: {e.why}")
+    if spec.thresholds:
+        lines += ["", "## Thresholds", ""]
+        for k, th in spec.thresholds.items():
+            lines.append(f"- `{k}` = {th.default:g} {th.unit} — {th.source}")
+    if spec.false_positives:
+        lines += ["", "## False positives", ""] + [f"- {x}" for x in spec.false_positives]
+    pb = cat.playbooks.get(spec.id)
+    if pb and "Confirm" in pb.sections:
+        lines += ["", "## Confirm (from the playbook)", "", pb.sections["Confirm"]]
+    lines += ["", f"Playbook: {spec.playbook}", "", "## References", ""] + [f"- {r}" for r in spec.references]
+    Console().print(Markdown("\n".join(lines)))
+
+
+@rules_app.command("lint")
+def rules_lint() -> None:
+    """Validate the catalog; exits 1 and names file:line for every problem."""
+    from diagnose.catalog.lint import lint
+
+    problems = lint()
+    for p in problems:
+        typer.echo(str(p))
+    if problems:
+        err.print(f"[red]{len(problems)} problem(s)[/]")
+        raise typer.Exit(1)
+    err.print("catalog is clean")
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # noqa: BLE001
+        name = {c.__name__ for c in type(exc).__mro__}
+        if "Abort" in name:
+            err.print("aborted")
+            sys.exit(130)
+        if "ClickException" in name and hasattr(exc, "show"):  # usage errors: bad option, missing argument
+            exc.show()
+            sys.exit(2)
+        # the CLI never shows a traceback; the log (with --log-level debug) has it
+        structlog.get_logger("diagnose.cli").debug("internal_error", exc_info=exc)
+        err.print(f"[bold red]internal error:[/] {exc.__class__.__name__}: {exc} "
+                  "(rerun with --log-level debug and report it)", highlight=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Markdown for a ticket comment."""
+
+from __future__ import annotations
+
+from diagnose.models.diagnosis import Diagnosis
+
+MAX_EVIDENCE = 5
+
+
+def _esc(s: str) -> str:
+    return s.replace("|", "\\|").replace("`", "'")
+
+
+def render_markdown(d: Diagnosis, playbook_base: str = "") -> str:
+    out: list[str] = ["## diagnose: triage result", ""]
+    if d.symptoms:
+        out.append("**Symptoms:** " + "; ".join(f"{s.kind} ({_esc(s.source)})" for s in d.symptoms))
+        out.append("")
+    confirmed = [c for c in d.causes if c.verdict == "confirmed"]
+    if not d.causes:
+        out += ["No cause is supported by the evidence given.", ""]
+    else:
+        out += ["| # | cause | score | verdict | where |", "|---|---|---|---|---|"]
+        for i, c in enumerate(d.causes, 1):
+            out.append(f"| {i} | `{c.id}` {_esc(c.title)} | {c.score:.2f} | {c.verdict} ({c.confidence}) "
+                       f"| {_esc(c.location.label())} |")
+        out.append("")
+    for c in confirmed or d.causes[:1]:
+        out.append(f"### `{c.id}`: {_esc(c.title)}")
+        out.append("")
+        out.append(_esc(c.summary))
+        out.append("")
+        out.append("Evidence:")
+        for e in c.evidence[:MAX_EVIDENCE]:
+            out.append(f"- `{_esc(e.file)}:{e.line}` {_esc(e.text)}")
+        if len(c.evidence) > MAX_EVIDENCE:
+            out.append(f"- ... {len(c.evidence) - MAX_EVIDENCE} more")
+        if c.against:
+            out.append("")
+            out.append("Against:")
+            for e in c.against[:3]:
+                out.append(f"- `{_esc(e.file)}:{e.line}` {_esc(e.text)}")
+        out.append("")
+        out.append(f"Playbook: [{c.playbook}]({playbook_base}{c.playbook})")
+        out.append("")
+    if d.ruled_out:
+        out.append("**Ruled out:**")
+        for r in d.ruled_out:
+            out.append(f"- `{r.id}`: {_esc(r.why)}")
+        out.append("")
+    if d.missing_evidence:
+        out.append("**Would help decide:**")
+        for m in d.missing_evidence:
+            out.append(f"- {_esc(m.collect)} (decides {', '.join(f'`{x}`' for x in m.would_decide)})")
+        out.append("")
+    bad = [f for f in d.files if f.problem]
+    out.append(f"<sub>{len(d.files)} file(s) read" + (f", {len(bad)} with problems" if bad else "") + "</sub>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,156 @@
+"""The CLI as a user meets it: exit codes, one-line errors, bad input, output formats."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NCCL_LINES = "".join(
+    f"gpu-a01:1234:1234 [{i}] NCCL INFO Channel 0{i}/0 : {i}[{i}] -> {i + 8}[{i}] [send] via NET/Socket/0\n" for i in range(4)
+) + "gpu-a01:1234:1234 [0] NCCL INFO Using network Socket\n"
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "160"}
+    return subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, timeout=120)
+
+
+def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    r = run("triage", str(tmp_path / "nope"))
+    assert r.returncode == 2
+    assert "no such file or folder" in r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_empty_folder_is_a_usage_error(tmp_path: Path) -> None:
+    r = run("triage", str(tmp_path))
+    assert r.returncode == 2
+    assert "no readable file" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_cause_is_a_usage_error() -> None:
+    r = run("rules", "show", "link.no_such_thing")
+    assert r.returncode == 2 and "unknown cause id" in r.stderr
+
+
+def test_bad_option_is_a_usage_error(tmp_path: Path) -> None:
+    r = run("triage", str(tmp_path), "--format", "yaml")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_binary_and_unknown_files_are_listed_and_the_rest_is_diagnosed(tmp_path: Path) -> None:
+    (tmp_path / "core.bin").write_bytes(b"\x7fELF\x00\x00\x01\x02" * 100)
+    (tmp_path / "notes.txt").write_text("lunch at noon\nnothing to see\n")
+    (tmp_path / "job.log").write_text(NCCL_LINES)
+    r = run("triage", str(tmp_path), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    files = {f["path"]: f for f in d["files"]}
+    assert files["core.bin"]["format"] == "unreadable" and "binary" in files["core.bin"]["problem"]
+    assert files["notes.txt"]["format"] == "unknown"
+    assert files["job.log"]["format"] == "nccl_log" and files["job.log"]["records"] == 5
+    assert d["causes"][0]["id"] == "nccl.socket_fallback"
+
+
+def test_truncated_and_gzipped_logs(tmp_path: Path) -> None:
+    (tmp_path / "a.log.gz").write_bytes(gzip.compress(NCCL_LINES.encode())[:-12])
+    (tmp_path / "b.log").write_text(NCCL_LINES[:-20])
+    r = run("triage", str(tmp_path), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    files = {f["path"]: f for f in json.loads(r.stdout)["files"]}
+    assert "gzip" in files["a.log.gz"]["problem"]
+    assert files["b.log"]["records"] >= 4
+
+
+def test_archive_with_parent_paths_is_not_extracted(tmp_path: Path) -> None:
+    arc = tmp_path / "bundle.tar.gz"
+    with tarfile.open(arc, "w:gz") as tf:
+        for name, data in (("../../evil.log", b"x\n"), ("ok/job.log", NCCL_LINES.encode())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    r = run("triage", str(arc), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    files = {f["path"]: f for f in json.loads(r.stdout)["files"]}
+    evil = [f for p, f in files.items() if "evil" in p]
+    assert evil and "unsafe archive path" in evil[0]["problem"]
+    assert files["bundle.tar.gz/ok/job.log"]["format"] == "nccl_log"
+    assert not (tmp_path.parent / "evil.log").exists()
+
+
+def test_large_file_is_read_head_and_tail(tmp_path: Path) -> None:
+    big = tmp_path / "huge.log"
+    with big.open("w") as fh:
+        fh.write(NCCL_LINES)
+        line = "gpu-a01:1234:1234 [0] NCCL INFO some chatter that repeats a lot in a long run\n"
+        fh.write(line * (3 * 1024 * 1024 // len(line)))
+        fh.write("[2024-01-01 00:00:00] gpu-a01:1234:1234 [0] misc/shmutils.cc:90 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-abc (size 9637888)\n")
+    r = run("triage", str(tmp_path), "--format", "json", "--max-file-size", "1")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert "only the first and last" in d["files"][0]["problem"]
+    assert any(c["id"] == "host.shm_too_small" for c in d["causes"])
+
+
+def test_json_output_is_byte_identical_and_matches_the_schema(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text(NCCL_LINES)
+    a = run("triage", str(tmp_path), "--format", "json", "--symptom", "allreduce slow, busbw 3 GB/s")
+    b = run("triage", str(tmp_path), "--format", "json", "--symptom", "allreduce slow, busbw 3 GB/s")
+    assert a.returncode == 0 and a.stdout == b.stdout
+    schema = json.loads(run("schema").stdout)
+    jsonschema.validate(json.loads(a.stdout), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        bad = json.loads(a.stdout)
+        bad["causes"][0]["score"] = 1.5
+        jsonschema.validate(bad, schema)
+
+
+def test_markdown_and_text_render_the_same_diagnosis(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text(NCCL_LINES)
+    md = run("triage", str(tmp_path), "--format", "markdown")
+    txt = run("triage", str(tmp_path))
+    assert md.returncode == txt.returncode == 0
+    assert "`nccl.socket_fallback`" in md.stdout and "job.log:1" in md.stdout
+    assert "nccl.socket_fallback" in txt.stdout and "playbooks/nccl/socket_fallback.md" in txt.stdout
+
+
+def test_rules_list_json_and_playbook() -> None:
+    r = run("rules", "list", "--format", "json")
+    rows = json.loads(r.stdout)
+    assert {"id", "title", "severity", "status", "playbook"} == set(rows[0])
+    assert any(x["id"] == "link.bad_cable" for x in rows)
+    p = run("playbook", "link.bad_cable")
+    assert p.returncode == 0 and "Confirm" in p.stdout
+
+
+def test_rules_lint_names_file_and_line_of_a_malformed_rule(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(ROOT / "rules", tmp_path / "rules")
+    shutil.copytree(ROOT / "playbooks", tmp_path / "playbooks")
+    bad = tmp_path / "rules" / "link" / "bad_cable.yaml"
+    bad.write_text(bad.read_text().replace("severity: high", "severity: catastrophic"))
+    env = {**os.environ, "DIAGNOSE_CATALOG": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "rules", "lint"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 1
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("rules/link/bad_cable.yaml:"))
+    lineno = int(line.split(":")[1])
+    assert bad.read_text().splitlines()[lineno - 1].startswith("severity:")
+
+
+def test_rules_lint_is_clean_on_the_shipped_catalog() -> None:
+    r = run("rules", "lint")
+    assert r.returncode == 0, r.stdout + r.stderr
