@@ -19,6 +19,11 @@ from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding
 from diagnose.models.records import Record
 from diagnose.symptoms import FINDING_SYMPTOMS, from_text, text_records
 
+if not structlog.is_configured():  # library use: quiet by default; the CLI and service configure their own
+    from diagnose.logging_setup import configure
+
+    configure("console", "warning")
+
 log = structlog.get_logger("diagnose.pipeline")
 
 Progress = Callable[[str, int, int], None]

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
-_HOSTLIKE = re.compile(r"^[A-Za-z][\w\-]*\d[\w\-]*$")
+# RFC 1123 labels (no underscore) with a digit: gpu-a017, node03, tpgds-aihub0008
+_HOSTLIKE = re.compile(r"^[A-Za-z][A-Za-z0-9\-]*\d[A-Za-z0-9\-]*$")
+_NOT_HOSTS = re.compile(r"^(?:positive|negative|healthy|run|job|slurm|rank|log|logs|bundle|incident|case|ticket|mlx5|x86|h100|a100|h200|b200|gb200|v\d)(?:[-_]|\d|$)", re.I)
 
 
 class BundleError(Exception):
@@ -45,10 +47,10 @@ class BundleFile:
 def _host_hint(rel: PurePosixPath) -> str | None:
     """A per-host folder (``node017/ibstat.out``) or file stem (``node017.dmesg``) names the host."""
     for part in reversed(rel.parts[:-1]):
-        if _HOSTLIKE.match(part) and not re.match(r"^(?:positive|negative|run|job|slurm|rank|log)s?[-_]?\d", part):
+        if _HOSTLIKE.match(part) and not _NOT_HOSTS.match(part):
             return part
     stem = rel.name.split(".")[0]
-    m = re.match(r"^([A-Za-z][\w\-]*\d)[_.](?:ibstat|ibstatus|dmesg|perfquery|ibv_devinfo|df|ulimit|env|lspci)", rel.name)
+    m = re.match(r"^([A-Za-z][A-Za-z0-9\-]*\d)[_.](?:ibstat|ibstatus|dmesg|perfquery|ibv_devinfo|df|ulimit|env|lspci)", rel.name)
     if m:
         return m.group(1)
     del stem

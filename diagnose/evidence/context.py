@@ -34,6 +34,23 @@ class Context:
         return self._messages
 
 
+def val(v: object) -> object:
+    """A pandas cell as a plain Python value: NaN/NA/NaT become None, numpy scalars become Python ones."""
+    if v is None:
+        return None
+    try:
+        if pd.isna(v):  # type: ignore[arg-type]
+            return None
+    except (TypeError, ValueError):
+        return v
+    return v.item() if hasattr(v, "item") else v
+
+
+def sval(v: object) -> str | None:
+    v = val(v)
+    return None if v is None else str(v)
+
+
 def refs(df: pd.DataFrame, kind: str, limit: int = MAX_REFS) -> list[EvidenceRef]:
     """Evidence references for the first ``limit`` rows of ``df`` in file/line order."""
     if df.empty:

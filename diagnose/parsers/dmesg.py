@@ -193,7 +193,11 @@ _PEERMEM_ERROR_RE = re.compile(
 )
 _PEERMEM_LOADED_RE = re.compile(r"\b(?:loaded|loading|registered|initiali[sz]ed|init)\b", re.I)
 
-_AER_RE = re.compile(r"\bAER:|PCIe Bus Error")
+_AER_RE = re.compile(
+    r"\bAER:|PCIe Bus Error|error status/mask=|: +\[ ?\d{1,2}\] (?:RxErr|BadTLP|BadDLLP|Rollover|Timeout|"
+    r"NonFatalErr|CorrIntErr|HeaderOF|Undefined|DLP|SDES|TLP|FCP|CmpltTO|CmpltAbrt|UnxCmplt|RxOF|MalfTLP|ECRC|"
+    r"UnsupReq|ACSViol|UncorrIntErr|BlockedTLP|AtomicOpBlocked|TLPBlockedErr)\b"
+)
 _AER_SRC_RE = re.compile(r"error received:\s*(?:id=)?(?P<bdf>" + _BDF + r")")
 _LEADING_DEV_RE = re.compile(r"^(?:[\w-]+ )?(?P<bdf>" + _BDF + r"):")
 _IB_DEV_RE = re.compile(r"^infiniband (?P<dev>\S+?):\s*(?P<msg>.*)$")
@@ -453,6 +457,16 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
             continue
         if pending_id is not None:
             flush_identity()
+
+        if _AER_RE.search(body):
+            ev = _kernel_event(body)
+            if ev is not None:
+                category, device, message = ev
+                records.append(
+                    KernelEvent(source=source, line=line_no, text=clip(raw), host=h, category=category,
+                                device=device, message=message, timestamp=ts)
+                )
+                continue
 
         mm = _MLX5_RE.search(body)
         if mm:

@@ -155,8 +155,8 @@ _SRUN_LABEL_RE = re.compile(r"^\s{0,4}\d{1,6}: ")
 _RANK_PREFIX_RE = re.compile(r"^\[rank(\d{1,7})\]:\s?")
 _DEFAULT_PREFIX_RE = re.compile(r"^\[default\d{1,7}\]:\s?")
 _LAUNCHER_IDX_RE = re.compile(r"^\[\d{1,9}\] (?=\S)")
-_GLOG_RE = re.compile(r"^\[?[IWEF](?:\d{4} \d\d:\d\d:\d\d\.\d{1,9})?(?: +\d{1,10})? +[\w./-]{1,200}:\d{1,7}\] ?")
-_PY_LOG_RE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} \d{1,10} [\w./-]{1,200}:\d{1,7}\] ?")
+_GLOG_RE = re.compile(r"^\[?[IWEF](?:\d{3,4} \d\d:\d\d:\d\d\.\d{1,9})?(?: +\d{1,10})? +[\w./-]{1,200}:\d{1,7}\] ?")
+_PY_LOG_RE = re.compile(r"^[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d{1,9} \d{1,10} [\w./-]{1,200}:\d{1,7}\] ?")
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import re
 
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding
+from diagnose.evidence.context import Context, finding, sval
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding
 
@@ -42,7 +42,8 @@ def _node_nic_gbs(ctx: Context) -> float | None:
         act = act[act["link_layer"] == "InfiniBand"] if (act["link_layer"] == "InfiniBand").any() else act
     if act.empty:
         return None
-    per_host = act.groupby(act["host"].fillna("?"))["rate_gbps"].sum()
+    # one capture per host: group by host, or by file when the host is unknown
+    per_host = act.groupby(act["host"].fillna(act["source"]))["rate_gbps"].sum()
     return float(per_host.max()) / 8.0
 
 
@@ -69,7 +70,7 @@ def busbw(ctx: Context) -> list[Finding]:
         coll = None
         if not runs.empty:
             r = runs[runs["run_index"] == run_index]
-            coll = r.iloc[0]["collective"] if not r.empty else None
+            coll = sval(r.iloc[0]["collective"]) if not r.empty else None
         expected = None
         basis = ""
         if len(hosts) >= 2:

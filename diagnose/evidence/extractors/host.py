@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding
+from diagnose.evidence.context import Context, finding, sval
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding, Location
 
@@ -36,9 +36,9 @@ def shm(ctx: Context) -> list[Finding]:
             mib = round(float(size) / 1048576, 1)
             out.append(finding(
                 "shm_size",
-                f"/dev/shm is {mib:g} MiB{' on ' + str(row['host']) if row['host'] else ''}"
+                f"/dev/shm is {mib:g} MiB{' on ' + str(row['host']) if sval(row['host']) else ''}"
                 + (f", {int(row['use_pct'])}% used" if pd.notna(row.get("use_pct")) else "") + ".",
-                pd.DataFrame([row]), Location(host=row["host"]),
+                pd.DataFrame([row]), Location(host=sval(row["host"])),
                 {"size_mib": mib, "use_pct": int(row["use_pct"]) if pd.notna(row.get("use_pct")) else None},
             ))
     msgs = ctx.messages
@@ -66,8 +66,8 @@ def memlock(ctx: Context) -> list[Finding]:
             out.append(finding(
                 "memlock_limit",
                 f"max locked memory is {'unlimited' if unl else str(kib) + ' KiB'}"
-                f"{' on ' + str(row['host']) if row['host'] else ''}.",
-                pd.DataFrame([row]), Location(host=row["host"]),
+                f"{' on ' + str(row['host']) if sval(row['host']) else ''}.",
+                pd.DataFrame([row]), Location(host=sval(row["host"])),
                 {"unlimited": unl, "kib": kib},
             ))
     msgs = ctx.messages

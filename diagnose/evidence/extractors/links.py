@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding, hosts_label
+from diagnose.evidence.context import Context, finding, hosts_label, sval, val
 from diagnose.evidence.extractors import extractor
 from diagnose.models.counters import ERROR_COUNTERS, counter_bits
 from diagnose.models.diagnosis import Finding, Location
@@ -35,10 +35,10 @@ def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
         roce = bool(init["link_layers"].map(lambda t: "RoCE" in t).any())
 
     def rel(row: pd.Series) -> bool:
-        devs = used.get(str(row["host"])) or used.get("*")
+        devs = used.get(sval(row["host"]) or "*") or used.get("*")
         if devs:
             return str(row["device"]) in devs
-        return row["link_layer"] != "Ethernet" or roce
+        return sval(row["link_layer"]) != "Ethernet" or roce
 
     return ports.apply(rel, axis=1) if not ports.empty else pd.Series(dtype=bool)
 
@@ -56,13 +56,13 @@ def port_states(ctx: Context) -> list[Finding]:
         used = bool(row["relevant"])
         out.append(finding(
             "port_not_active",
-            f"{row['host'] or '?'} {row['device']} port {row['port']} is {row['state']}"
-            + (f"/{row['phys_state']}" if row["phys_state"] else "")
-            + f" ({row['link_layer'] or 'link layer unknown'})"
+            f"{sval(row['host']) or '?'} {row['device']} port {row['port']} is {row['state']}"
+            + (f"/{row['phys_state']}" if sval(row["phys_state"]) else "")
+            + f" ({sval(row['link_layer']) or 'link layer unknown'})"
             + ("" if used else ", not a port the job uses") + ".",
             pd.DataFrame([row]),
-            Location(host=row["host"], device=row["device"], port=int(row["port"])),
-            {"state": row["state"], "phys_state": row["phys_state"], "link_layer": row["link_layer"],
+            Location(host=sval(row["host"]), device=sval(row["device"]), port=int(row["port"])),
+            {"state": sval(row["state"]), "phys_state": sval(row["phys_state"]), "link_layer": sval(row["link_layer"]),
              "relevant": used},
         ))
     rel = ports[ports["relevant"]]
@@ -84,7 +84,9 @@ def port_rates(ctx: Context) -> list[Finding]:
     ports["relevant"] = _relevant(ports, ctx)
     act = ports[(ports["state"] == "Active") & ports["relevant"] & ports["rate_gbps"].notna()]
     out: list[Finding] = []
-    for ll, grp in act.groupby(act["link_layer"].fillna("?")):
+    # peers: ports of the same link layer and the same HCA model (a 100G CX6 management port is no peer of a CX7)
+    act = act.assign(_model=act["ca_type"].fillna("?") if "ca_type" in act else "?")
+    for (ll, _model), grp in act.groupby([act["link_layer"].fillna("?"), "_model"]):
         best = float(grp["rate_gbps"].max())
         low = grp[grp["rate_gbps"] < best]
         width_low = grp[grp["width"].notna() & ~grp["width"].isin(["4X", "8X", "12X"])] if "width" in grp else grp.iloc[0:0]
@@ -93,13 +95,13 @@ def port_rates(ctx: Context) -> list[Finding]:
             rate = float(row["rate_gbps"])
             out.append(finding(
                 "port_rate_low",
-                f"{row['host'] or '?'} {row['device']} port {row['port']} trained at {rate:g} Gb/s"
-                + (f" ({row['width']} {row['speed'] or ''})".rstrip() if row.get("width") else "")
+                f"{sval(row['host']) or '?'} {row['device']} port {row['port']} trained at {rate:g} Gb/s"
+                + (f" ({row['width']} {sval(row['speed']) or ''})".rstrip() if sval(row.get("width")) else "")
                 + f" while its peers run at {best:g} Gb/s.",
                 pd.DataFrame([row]),
-                Location(host=row["host"], device=row["device"], port=int(row["port"])),
+                Location(host=sval(row["host"]), device=sval(row["device"]), port=int(row["port"])),
                 {"rate_gbps": rate, "expected_gbps": best, "ratio": round(rate / best, 3) if best else None,
-                 "width": row.get("width"), "link_layer": ll},
+                 "width": sval(row.get("width")), "link_layer": ll},
             ))
         if low.empty and len(grp) >= 2:
             out.append(finding(
@@ -117,11 +119,11 @@ def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], pd.Series], dict[st
     if ports.empty:
         return by_lid, by_guid
     for _, row in ports.iterrows():
-        if pd.notna(row.get("lid")) and row.get("lid"):
-            by_lid[(str(row["host"]), int(row["lid"]))] = row
+        if val(row.get("lid")):
+            by_lid[(sval(row["host"]) or "", int(row["lid"]))] = row
             by_lid.setdefault(("*", int(row["lid"])), row)
         for g in ("port_guid", "node_guid"):
-            if row.get(g):
+            if sval(row.get(g)):
                 by_guid.setdefault(str(row[g]).lower(), row)
     return by_lid, by_guid
 
@@ -152,7 +154,7 @@ def port_counters(ctx: Context) -> list[Finding]:
         if info is None and lid >= 0:
             info = by_lid.get((host, lid)) if host else None
             info = info if info is not None else by_lid.get(("*", lid))
-        dev_host = (info["host"] if info is not None and info["host"] else None) or (host or None)
+        dev_host = (sval(info["host"]) if info is not None else None) or (host or None)
         device = str(info["device"]) if info is not None else None
         hca_port = port if port >= 0 else None
         is_switch = info is None and guid != "" and not host
@@ -205,7 +207,7 @@ def link_events(ctx: Context) -> list[Finding]:
                 ups = ev[(ev["category"] == "link_up") & (ev["bdf"] == bdf) & (ev["host"].fillna("") == host)]
                 out.append(finding(
                     "nic_link_down_event",
-                    f"mlx5 {bdf}{' (' + str(grp.iloc[0]['netdev']) + ')' if grp.iloc[0]['netdev'] else ''}"
+                    f"mlx5 {bdf}{' (' + str(grp.iloc[0]['netdev']) + ')' if sval(grp.iloc[0]['netdev']) else ''}"
                     f" reported Link down {len(grp)} time(s){' on ' + host if host else ''}"
                     f"{', and link up ' + str(len(ups)) + ' time(s)' if len(ups) else ''}.",
                     pd.concat([grp, ups]).head(8), Location(host=host or None, device=bdf),

@@ -226,7 +226,15 @@ def roce_gid(ctx: Context) -> list[Finding]:
         val = str(gid.iloc[-1]["value"]).strip()
         bad = False
         why = ""
-        if not gids.empty:
+        init = ctx.frame("NcclNetInit")
+        used: set[str] = set()
+        if not init.empty:
+            for devs in init["devices"]:
+                used.update(devs)
+        if not gids.empty and used:
+            gids = gids[gids["device"].isin(used)]
+        verified = not gids.empty
+        if verified:
             sel = gids[gids["index"].astype(str) == val]
             if sel.empty:
                 bad, why = True, f"no GID exists at index {val}"
@@ -243,10 +251,16 @@ def roce_gid(ctx: Context) -> list[Finding]:
                 f"NCCL_IB_GID_INDEX={val}, but {why}: not routable across subnets.",
                 gid, attrs={"value": val},
             ))
-        else:
+        elif verified:
             out.append(finding(
                 "gid_index_ok",
-                f"NCCL_IB_GID_INDEX={val} points at a routable RoCE v2 GID.",
+                f"NCCL_IB_GID_INDEX={val} points at a routable RoCE v2 GID in the HCAs' GID table.",
+                gid, attrs={"value": val},
+            ))
+        else:
+            out.append(finding(
+                "gid_index_set",
+                f"NCCL_IB_GID_INDEX={val} is set (no GID table was given to verify it).",
                 gid, attrs={"value": val},
             ))
     return out
