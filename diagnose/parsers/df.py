@@ -61,7 +61,9 @@ _SNIFF_HDR = re.compile(
     r"[ \t]+(?:Use%|Capacity)[ \t]+Mounted on[ \t]*$",
     re.MULTILINE,
 )
-_SNIFF_ROW = re.compile(r"^\S+[ \t]+(?:\S+[ \t]+)?\S+[ \t]+\S+[ \t]+\S+[ \t]+(?:\d+%|-)[ \t]+\S", re.MULTILINE)
+_SNIFF_ROW = re.compile(
+    r"^\S+[ \t]+(?:\S+[ \t]+)?\S+[ \t]+\S+[ \t]+\S+[ \t]+(?:\d+%|-)[ \t]+\S", re.MULTILINE
+)
 
 
 def sniff(head: str) -> int:
@@ -94,7 +96,7 @@ class _Table:
         num = float(m.group("num").replace(",", "."))
         unit = m.group("unit")
         base = 1000 if unit == "k" else 1024
-        return True, int(round(num * base ** _POWERS[unit]))
+        return True, round(num * base ** _POWERS[unit])
 
 
 def _table_for(m: re.Match[str]) -> _Table | None:
@@ -109,7 +111,9 @@ def _table_for(m: re.Match[str]) -> _Table | None:
     return _Table(human=False, factor=n * base ** _POWERS[bm.group("unit")], typed=bool(m.group("type")))
 
 
-def _row(table: _Table, fs: str, rest: str) -> tuple[int | None, int | None, int | None, int | None, str] | None:
+def _row(
+    table: _Table, fs: str, rest: str
+) -> tuple[int | None, int | None, int | None, int | None, str] | None:
     """Parse the columns after the filesystem name; None when they do not fit."""
     parts = rest.split(None, table.ncols)
     if len(parts) != table.ncols + 1:
@@ -141,11 +145,23 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     pending: tuple[int, str] | None = None  # (line, filesystem name) of a wrapped row
     last_bad: tuple[int, str, int] | None = None  # (line, filesystem, index of its problem)
 
-    def emit(n: int, raw: str, fs: str, row: tuple[int | None, int | None, int | None, int | None, str]) -> None:
+    def emit(
+        n: int, raw: str, fs: str, row: tuple[int | None, int | None, int | None, int | None, str]
+    ) -> None:
         size, used, avail, pct, mount = row
         records.append(
-            Filesystem(source=source, line=n, text=clip(raw), host=cur_host, filesystem=fs, size_bytes=size,
-                       used_bytes=used, avail_bytes=avail, use_pct=pct, mount=mount)
+            Filesystem(
+                source=source,
+                line=n,
+                text=clip(raw),
+                host=cur_host,
+                filesystem=fs,
+                size_bytes=size,
+                used_bytes=used,
+                avail_bytes=avail,
+                use_pct=pct,
+                mount=mount,
+            )
         )
 
     for n, line in iter_lines(text):
@@ -153,8 +169,11 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             continue
         last_bad = None
         if _ERR_RE.match(line):
-            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT,
-                                     message=line.strip()))
+            records.append(
+                ToolError(
+                    source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=line.strip()
+                )
+            )
             continue
         m = _HDR_RE.match(line)
         if m:

@@ -136,30 +136,30 @@ def _peel(raw: str) -> _Line:
     m = _PDSH_RE.match(s)
     if m:
         host = m.group(1)
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _SYSLOG_RE.match(s)
     if m:
         ts = m.group("ts")
         host = m.group("host")
         kernel = m.group("ident") == "kernel"
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _PRINTK_LEVEL_RE.match(s)
     if m:
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _DECODE_RE.match(s)
     if m:
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _BRACKET_TS_RE.match(s)
     if m:
         if ts is None:
             ts = m.group("ts").strip()
-        s = s[m.end():]
+        s = s[m.end() :]
     else:
         m = _ISO_TS_RE.match(s)
         if m:
             if ts is None:
                 ts = m.group("ts")
-            s = s[m.end():]
+            s = s[m.end() :]
     return _Line(body=s.strip(), timestamp=ts, host=host, kernel=kernel)
 
 
@@ -179,7 +179,7 @@ _GPU_AT_RE = re.compile(r"NVRM: GPU at PCI:(?P<pci>" + _PCI + r"): (?P<rest>.*)$
 _UUID_RE = re.compile(r"^(GPU-[0-9a-fA-F-]{8,})")
 _SERIAL_RE = re.compile(r"NVRM: GPU Board Serial Number: (?P<serial>\S+)")
 _NVRM_GPU_BDF_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?P<pci>" + _PCI + r")\b")
-_FALLEN_RE = re.compile(r"fallen off the bus", re.I)
+_FALLEN_RE = re.compile(r"fallen off the bus", re.IGNORECASE)
 _NVRM_FATAL_RE = re.compile(r"NVRM: (?P<msg>(?:RmInitAdapter failed|rm_init_adapter failed|GPU is lost).*)")
 
 _MLX5_RE = re.compile(
@@ -189,9 +189,9 @@ _FUNC_PREFIX_RE = re.compile(r"^[A-Za-z_][\w]*:\d+:\(pid \d+\):\s*")
 
 _PEERMEM_RE = re.compile(r"\b(?P<mod>nvidia[-_]peermem|nv_peer_mem)\b:?\s*(?P<msg>.*)$")
 _PEERMEM_ERROR_RE = re.compile(
-    r"\b(?:ERROR|error|failed|fail|Unknown symbol|invalid|disagrees|unable|cannot|can't)\b", re.I
+    r"\b(?:ERROR|error|failed|fail|Unknown symbol|invalid|disagrees|unable|cannot|can't)\b", re.IGNORECASE
 )
-_PEERMEM_LOADED_RE = re.compile(r"\b(?:loaded|loading|registered|initiali[sz]ed|init)\b", re.I)
+_PEERMEM_LOADED_RE = re.compile(r"\b(?:loaded|loading|registered|initiali[sz]ed|init)\b", re.IGNORECASE)
 
 _AER_RE = re.compile(
     r"\bAER:|PCIe Bus Error|error status/mask=|: +\[ ?\d{1,2}\] (?:RxErr|BadTLP|BadDLLP|Rollover|Timeout|"
@@ -208,7 +208,9 @@ _CARRIER_RE = re.compile(
 )
 _NIC_LINK_RE = re.compile(r"(?P<dev>[\w.@-]+): (?P<msg>(?:NIC )?Link is (?:Down|Up)\b.*)$")
 _BOND_RE = re.compile(r"^(?P<dev>bond\w*): (?P<msg>.*link status (?:definitely )?(?:down|up).*)$")
-_NETDEV_WATCHDOG_RE = re.compile(r"NETDEV WATCHDOG: (?P<dev>[\w.@-]+)\b.*(?P<msg>transmit queue \d+ timed out.*)$")
+_NETDEV_WATCHDOG_RE = re.compile(
+    r"NETDEV WATCHDOG: (?P<dev>[\w.@-]+)\b.*(?P<msg>transmit queue \d+ timed out.*)$"
+)
 _OOM_RE = re.compile(r"Out of memory|invoked oom-killer|Memory cgroup out of memory")
 _SEGFAULT_RE = re.compile(r"^(?P<dev>[^\s\[]+)\[\d+\]: segfault at ")
 
@@ -231,7 +233,9 @@ def _mlx5_category(msg: str) -> str:
         return "cmd_timeout"
     if (
         "health" in low
-        or re.search(r"\bfatal error\b|\bassert_(?:var|exit_ptr|callra)\b|\b(?:ext_)?synd 0x|irisc_index", low)
+        or re.search(
+            r"\bfatal error\b|\bassert_(?:var|exit_ptr|callra)\b|\b(?:ext_)?synd 0x|irisc_index", low
+        )
         or "mlx5_enter_error_state" in low
         or "internal error" in low
     ):
@@ -283,18 +287,18 @@ def _parse_xid(body: str) -> tuple[str, int, int | None, str | None, str] | None
     pm = _XID_PID_RE.match(rest)
     if pm:
         pid = _safe_int(pm.group("pid"))
-        rest = rest[pm.end():]
+        rest = rest[pm.end() :]
         nm = _XID_NAME_RE.match(rest)
         if nm:
             name = nm.group("name").strip()
             process = None if name in ("", "<unknown>", "'<unknown>'") else name
-            rest = rest[nm.end():]
+            rest = rest[nm.end() :]
     else:
         nm = _XID_NAME_RE.match(rest)
         if nm:
             name = nm.group("name").strip()
             process = None if name in ("", "<unknown>", "'<unknown>'") else name
-            rest = rest[nm.end():]
+            rest = rest[nm.end() :]
     detail = rest.lstrip(",").strip()
     return m.group("pci"), xid, pid, process, detail
 
@@ -314,10 +318,14 @@ _SNIFF_BODY_START_RE = re.compile(
 _SNIFF_PREFIX_RE = re.compile(
     r"^(?:\[\s*\d{1,10}\.\d{3,9}\] |\[" + _DOW + r" " + _MON + r" [ \d]\d \d\d:\d\d:\d\d \d{4}\] |"
     r"(?:kern|user|daemon|syslog)\s*:\w+\s*: |"
-    + _MON + r" [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ kernel: |" + _ISO + r" \S+ kernel: |"
-    + _ISO + r" (?:NVRM|mlx5_|nvidia|pcieport|ib\d|infiniband)|"
+    + _MON
+    + r" [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ kernel: |"
+    + _ISO
+    + r" \S+ kernel: |"
+    + _ISO
+    + r" (?:NVRM|mlx5_|nvidia|pcieport|ib\d|infiniband)|"
     r"[A-Za-z0-9][\w.-]*: \[\s*\d{1,10}\.\d{3,9}\] )",
-    re.M,
+    re.MULTILINE,
 )
 _SNIFF_NEG_RE = re.compile(r" NCCL (?:INFO|WARN|TRACE|CALL)\b|ProcessGroupNCCL|Watchdog caught")
 
@@ -333,9 +341,8 @@ def sniff(head: str) -> int:
             is_prefixed = _SNIFF_PREFIX_RE.match(ln) is not None
             if is_prefixed:
                 prefixed += 1
-            if _SNIFF_STRONG_RE.search(ln):
-                if is_prefixed or _SNIFF_BODY_START_RE.match(_peel(ln).body):
-                    strong += 1
+            if _SNIFF_STRONG_RE.search(ln) and (is_prefixed or _SNIFF_BODY_START_RE.match(_peel(ln).body)):
+                strong += 1
             if _SNIFF_NEG_RE.search(ln):
                 neg += 1
         if neg * 3 >= n:
@@ -352,7 +359,7 @@ def sniff(head: str) -> int:
                 hit_score = 45
             score = max(score, hit_score)
         return max(0, min(100, score))
-    except Exception:  # pragma: no cover - sniff must never raise
+    except Exception:  # noqa: BLE001  # pragma: no cover - sniff must never raise
         return 0
 
 
@@ -365,7 +372,7 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     problems: list[str] = []
     try:
         _parse_into(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive: parse never raises
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - never raise: keep what was parsed, report it
         problems.append(f"dmesg parser stopped early: {type(exc).__name__}: {exc}")
     return ParseResult(format=FORMAT, records=records, problems=problems)
 
@@ -416,8 +423,16 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
                     problems.append(f"line {line_no}: Xid {xid} line has no detail (truncated?)")
                 records.append(
                     XidEvent(
-                        source=source, line=line_no, text=clip(raw), host=h, pci=pci, xid=xid, pid=pid,
-                        process=process, detail=detail, timestamp=ts,
+                        source=source,
+                        line=line_no,
+                        text=clip(raw),
+                        host=h,
+                        pci=pci,
+                        xid=xid,
+                        pid=pid,
+                        process=process,
+                        detail=detail,
+                        timestamp=ts,
                     )
                 )
                 continue
@@ -430,8 +445,16 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
                 rest = gm.group("rest").strip()
                 if _FALLEN_RE.search(rest):
                     records.append(
-                        KernelEvent(source=source, line=line_no, text=clip(raw), host=h, category="other",
-                                    device=gm.group("pci"), message=rest, timestamp=ts)
+                        KernelEvent(
+                            source=source,
+                            line=line_no,
+                            text=clip(raw),
+                            host=h,
+                            category="other",
+                            device=gm.group("pci"),
+                            message=rest,
+                            timestamp=ts,
+                        )
                     )
                 continue
             bm = _NVRM_GPU_BDF_RE.search(body)
@@ -444,15 +467,31 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
                 elif last_gpu_bdf is not None and line_no - last_gpu_bdf[0] <= 3:
                     dev = last_gpu_bdf[1]
                 records.append(
-                    KernelEvent(source=source, line=line_no, text=clip(raw), host=h, category="other",
-                                device=dev, message=body, timestamp=ts)
+                    KernelEvent(
+                        source=source,
+                        line=line_no,
+                        text=clip(raw),
+                        host=h,
+                        category="other",
+                        device=dev,
+                        message=body,
+                        timestamp=ts,
+                    )
                 )
                 continue
             fm = _NVRM_FATAL_RE.search(body)
             if fm:
                 records.append(
-                    KernelEvent(source=source, line=line_no, text=clip(raw), host=h, category="other",
-                                device=None, message=fm.group("msg").strip(), timestamp=ts)
+                    KernelEvent(
+                        source=source,
+                        line=line_no,
+                        text=clip(raw),
+                        host=h,
+                        category="other",
+                        device=None,
+                        message=fm.group("msg").strip(),
+                        timestamp=ts,
+                    )
                 )
             continue
         if pending_id is not None:
@@ -463,8 +502,16 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
             if ev is not None:
                 category, device, message = ev
                 records.append(
-                    KernelEvent(source=source, line=line_no, text=clip(raw), host=h, category=category,
-                                device=device, message=message, timestamp=ts)
+                    KernelEvent(
+                        source=source,
+                        line=line_no,
+                        text=clip(raw),
+                        host=h,
+                        category=category,
+                        device=device,
+                        message=message,
+                        timestamp=ts,
+                    )
                 )
                 continue
 
@@ -473,8 +520,15 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
             msg = _FUNC_PREFIX_RE.sub("", mm.group("msg").strip())
             records.append(
                 Mlx5Event(
-                    source=source, line=line_no, text=clip(raw), host=h, bdf=mm.group("bdf").lower(),
-                    netdev=mm.group("netdev"), category=_mlx5_category(msg), message=msg, timestamp=ts,
+                    source=source,
+                    line=line_no,
+                    text=clip(raw),
+                    host=h,
+                    bdf=mm.group("bdf").lower(),
+                    netdev=mm.group("netdev"),
+                    category=_mlx5_category(msg),
+                    message=msg,
+                    timestamp=ts,
                 )
             )
             continue
@@ -483,8 +537,15 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
         if pm and not body.startswith("Modules linked in"):
             msg = pm.group("msg").strip() or body
             records.append(
-                PeermemEvent(source=source, line=line_no, text=clip(raw), host=h,
-                             category=_peermem_category(msg), message=msg, timestamp=ts)
+                PeermemEvent(
+                    source=source,
+                    line=line_no,
+                    text=clip(raw),
+                    host=h,
+                    category=_peermem_category(msg),
+                    message=msg,
+                    timestamp=ts,
+                )
             )
             continue
 
@@ -492,8 +553,16 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
         if ev is not None:
             category, device, message = ev
             records.append(
-                KernelEvent(source=source, line=line_no, text=clip(raw), host=h, category=category,
-                            device=device, message=message, timestamp=ts)
+                KernelEvent(
+                    source=source,
+                    line=line_no,
+                    text=clip(raw),
+                    host=h,
+                    category=category,
+                    device=device,
+                    message=message,
+                    timestamp=ts,
+                )
             )
     if pending_id is not None:
         flush_identity()

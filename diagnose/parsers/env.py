@@ -21,27 +21,59 @@ import re
 import shlex
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._common import ENV_NAME_RE, EnvSetting, is_comm_env
+from diagnose.parsers._common import ENV_PREFIXES, EnvSetting, is_comm_env
 
 FORMAT = "env"
 MIXABLE = True
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_ASSIGN_RE = re.compile(r"^(" + _NAME + r")=(.*)$", re.S)
+# cheap pre-filter: the line names a comm variable (OMPI_MCA_ parameters are lower case, so not ENV_NAME_RE)
+_COMM_HINT_RE = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in ENV_PREFIXES) + r")\w")
+# flag-style launch settings: mpirun -x, docker -e/--env, srun --export, mpiexec -genv
+_FLAG_RE = re.compile(
+    r"(?:^|\s)(?:-x|-e|--env|-genv)[\s=]+['\"]?(?:"
+    + "|".join(re.escape(p) for p in ENV_PREFIXES)
+    + r")|--export[=\s]"
+)
+_ASSIGN_RE = re.compile(r"^(" + _NAME + r")=(.*)$", re.DOTALL)
 _DUMP_LINE_RE = re.compile(r"^(" + _NAME + r")=(.*)$")
 _DECLARE_RE = re.compile(r"^\s*declare\s+-[a-zA-Z]*x[a-zA-Z]*\s+(" + _NAME + r")(?:=(.*))?$")
 _SBATCH_RE = re.compile(r"^\s*#SBATCH\s+(.*)$")
 _COMMENT_RE = re.compile(r"^\s*#")
 _NCCL_LOG_RE = re.compile(r" NCCL (?:INFO|WARN|TRACE|CALL)\b|\bset by environment to\b")
 _SHEBANG_RE = re.compile(r"^#!\s*/\S*(?:sh|bash|zsh|ksh|csh|tcsh)\b")
-_PREFIX_BREAKERS = {"&&", "||", ";", "|", "&", "(", ")", "then", "do", "else", "exec", "env", "nohup", "time",
-                    "command", "sudo", "-E", "{", "!"}
+_PREFIX_BREAKERS = {
+    "&&",
+    "||",
+    ";",
+    "|",
+    "&",
+    "(",
+    ")",
+    "then",
+    "do",
+    "else",
+    "exec",
+    "env",
+    "nohup",
+    "time",
+    "command",
+    "sudo",
+    "-E",
+    "{",
+    "!",
+}
 
 
 def _strip_quotes(v: str) -> str:
     v = v.strip()
     if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
         return v[1:-1]
+    # an unbalanced quote (line cut mid-value or broken quoting): drop the dangling quote
+    if v[:1] in ("'", '"') and v.count(v[0]) == 1:
+        return v[1:]
+    if v[-1:] in ("'", '"') and v.count(v[-1]) == 1:
+        return v[:-1]
     return v
 
 
@@ -63,7 +95,12 @@ def _split_export_list(spec: str) -> list[tuple[str, str]]:
         m = _ASSIGN_RE.match(part.strip())
         if m:
             out.append((m.group(1), _strip_quotes(m.group(2))))
-        elif out and part and part.upper() not in ("ALL", "NONE", "NIL") and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", part):
+        elif (
+            out
+            and part
+            and part.upper() not in ("ALL", "NONE", "NIL")
+            and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", part)
+        ):
             # slurm splits on commas: a value such as mlx5_0,mlx5_1 continues the previous assignment
             name, value = out[-1]
             out[-1] = (name, value + "," + part)
@@ -116,9 +153,11 @@ def _settings_from_line(line: str, script: bool, dump: bool) -> list[tuple[str, 
         lead.append((m.group(1), m.group(2)))
         k += 1
     if lead:
-        if k < len(toks) and toks[k] not in _PREFIX_BREAKERS - {"env", "nohup", "time", "exec", "command", "sudo"}:
-            out.extend((n, v, "launch_arg") for n, v in lead)
-        elif continued:
+        if (
+            k < len(toks)
+            and toks[k] not in _PREFIX_BREAKERS - {"env", "nohup", "time", "exec", "command", "sudo"}
+            or continued
+        ):
             out.extend((n, v, "launch_arg") for n, v in lead)
         else:
             origin = "export" if script else "env_dump"
@@ -152,9 +191,9 @@ def _launch_settings(toks: list[str]) -> list[tuple[str, str, str]]:
             prev = None
             continue
         if t.startswith("--export="):
-            out.extend((n, v, "launch_arg") for n, v in _split_export_list(t[len("--export="):]))
+            out.extend((n, v, "launch_arg") for n, v in _split_export_list(t[len("--export=") :]))
         elif t.startswith("--env="):
-            m = _ASSIGN_RE.match(t[len("--env="):])
+            m = _ASSIGN_RE.match(t[len("--env=") :])
             if m:
                 out.append((m.group(1), m.group(2), "launch_arg"))
         elif (prev is None or prev in _PREFIX_BREAKERS) and _ASSIGN_RE.match(t):
@@ -190,7 +229,7 @@ def _is_script(lines: list[str]) -> bool:
         return True
     for ln in lines[:400]:
         s = ln.lstrip()
-        if s.startswith("#SBATCH") or s.startswith("#PBS") or s.startswith("#BSUB"):
+        if s.startswith(("#SBATCH", "#PBS", "#BSUB")):
             return True
     return False
 
@@ -209,15 +248,18 @@ def sniff(head: str) -> int:
         dump = _is_dump(lines)
         script = _is_script(lines)
         setting_lines = 0
+        flag_lines = 0
         nccl_log = 0
         for ln in nonempty:
             if _NCCL_LOG_RE.search(ln):
                 nccl_log += 1
                 continue
-            if not ENV_NAME_RE.search(ln):
+            if not _COMM_HINT_RE.search(ln):
                 continue
             if any(is_comm_env(name) for name, _v, _o in _settings_from_line(ln, script, dump)):
                 setting_lines += 1
+                if _FLAG_RE.search(ln):
+                    flag_lines += 1
         if setting_lines == 0:
             return 0
         if nccl_log * 3 >= n:
@@ -229,10 +271,12 @@ def sniff(head: str) -> int:
             return min(95, 70 + 5 * setting_lines)
         if density >= 0.25:
             return 75
+        if flag_lines >= 3:
+            return 65
         if density >= 0.1 and setting_lines >= 3:
             return 60
         return min(30, 10 * setting_lines)
-    except Exception:  # pragma: no cover
+    except Exception:  # noqa: BLE001  # pragma: no cover - sniff must never raise
         return 0
 
 
@@ -251,15 +295,22 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
         script = _is_script(lines)
         for idx, raw in enumerate(lines):
             line = raw.rstrip("\r")
-            if _NCCL_LOG_RE.search(line) or not ENV_NAME_RE.search(line):
+            if _NCCL_LOG_RE.search(line) or not _COMM_HINT_RE.search(line):
                 continue
             for name, value, origin in _settings_from_line(line, script, dump):
                 if not is_comm_env(name):
                     continue
                 records.append(
-                    EnvSetting(source=source, line=idx + 1, text=clip(raw), host=host, name=name,
-                               value=_strip_quotes(value), origin=origin)
+                    EnvSetting(
+                        source=source,
+                        line=idx + 1,
+                        text=clip(raw),
+                        host=host,
+                        name=name,
+                        value=_strip_quotes(value),
+                        origin=origin,
+                    )
                 )
-    except Exception as exc:  # pragma: no cover - defensive: parse never raises
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - never raise: keep what was parsed, report it
         problems.append(f"env parser stopped early: {type(exc).__name__}: {exc}")
     return ParseResult(format=FORMAT, records=records, problems=problems)

@@ -53,12 +53,30 @@ _KV_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z ]*?):\s*(?P<val>.*?)\s*$")
 _RATE_RE = re.compile(r"^(?P<rate>\d+(?:\.\d+)?)(?:\s*\((?P<speed>[A-Za-z0-9]+)\))?$")
 
 _NODE_KEYS = frozenset(
-    {"CA type", "Switch type", "Router type", "Number of ports", "Firmware version", "Hardware version",
-     "Node GUID", "System image GUID"}
+    {
+        "CA type",
+        "Switch type",
+        "Router type",
+        "Number of ports",
+        "Firmware version",
+        "Hardware version",
+        "Node GUID",
+        "System image GUID",
+    }
 )
 _PORT_KEYS = frozenset(
-    {"State", "Physical state", "Rate", "Effective speed", "Base lid", "LMC", "SM lid", "Capability mask",
-     "Port GUID", "Link layer"}
+    {
+        "State",
+        "Physical state",
+        "Rate",
+        "Effective speed",
+        "Base lid",
+        "LMC",
+        "SM lid",
+        "Capability mask",
+        "Port GUID",
+        "Link layer",
+    }
 )
 _TOOLS = ("ibstat",)
 
@@ -118,7 +136,9 @@ def _build_port(node: _Node, port: _Port, source: str, problems: list[str]) -> I
             rate = float(m.group("rate"))
             speed = m.group("speed").upper() if m.group("speed") else None
         else:
-            problems.append(f"line {f['Rate'][0]}: unparseable rate {raw_rate!r} for {node.device} port {port.number}")
+            problems.append(
+                f"line {f['Rate'][0]}: unparseable rate {raw_rate!r} for {node.device} port {port.number}"
+            )
     line, text = (f["State"][0], f["State"][1]) if "State" in f else (port.line, port.text)
     return IbPort(
         source=source,
@@ -142,8 +162,9 @@ def _build_port(node: _Node, port: _Port, source: str, problems: list[str]) -> I
     )
 
 
-def _flush(node: _Node, at_eof: bool, any_ports_before: bool, source: str, records: list[Record],
-           problems: list[str]) -> None:
+def _flush(
+    node: _Node, at_eof: bool, any_ports_before: bool, source: str, records: list[Record], problems: list[str]
+) -> None:
     for p in node.ports:
         records.append(_build_port(node, p, source, problems))
     where = f"block for {node.device}"
@@ -191,7 +212,9 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             continue
         err = tool_error(line)
         if err is not None:
-            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
+            records.append(
+                ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err)
+            )
             continue
         p = prompt(line)
         if p is not None or command_line(line, _TOOLS) is not None:
@@ -220,4 +243,3 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         elif key in _NODE_KEYS:
             node.fields.setdefault(key, (n, line, value))
     close(True)
-

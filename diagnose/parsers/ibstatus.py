@@ -41,7 +41,9 @@ from diagnose.parsers._ib import (
 FORMAT = "ibstatus"
 
 _HDR_RE = re.compile(r"^\s*Infiniband device\s+'(?P<dev>[^']+)'\s+port\s+(?P<port>\d+)\s+status:\s*$")
-_KV_RE = re.compile(r"^\s*(?P<key>default gid|base lid|sm lid|state|phys state|rate|link_layer):\s*(?P<val>.*?)\s*$")
+_KV_RE = re.compile(
+    r"^\s*(?P<key>default gid|base lid|sm lid|state|phys state|rate|link_layer):\s*(?P<val>.*?)\s*$"
+)
 _GID_RE = re.compile(r"^[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{1,4}){7}$")
 _FIELDS = ("default gid", "base lid", "sm lid", "state", "phys state", "rate", "link_layer")
 _TOOLS = ("ibstatus",)
@@ -83,7 +85,9 @@ def _flush(b: _Block, at_eof: bool, source: str, records: list[Record], problems
     if raw_rate is not None:
         rate, width, speed = parse_sysfs_rate(raw_rate)
         if rate is None:
-            problems.append(f"line {b.fields['rate'][0]}: unparseable rate {raw_rate!r} for {b.device} port {b.port}")
+            problems.append(
+                f"line {b.fields['rate'][0]}: unparseable rate {raw_rate!r} for {b.device} port {b.port}"
+            )
     link_layer = norm_link_layer(_val(b, "link_layer"))
     gid = _val(b, "default gid")
     if gid is not None and not _GID_RE.match(gid):
@@ -131,9 +135,13 @@ def _flush(b: _Block, at_eof: bool, source: str, records: list[Record], problems
     if "link_layer" not in b.fields:  # the last line the script prints for a port
         missing = [k for k in _FIELDS if k not in b.fields]
         if at_eof:
-            problems.append(f"truncated: block for {b.device} port {b.port} ends early (missing {', '.join(missing)})")
+            problems.append(
+                f"truncated: block for {b.device} port {b.port} ends early (missing {', '.join(missing)})"
+            )
         else:
-            problems.append(f"line {b.line}: incomplete block for {b.device} port {b.port} (missing {', '.join(missing)})")
+            problems.append(
+                f"line {b.line}: incomplete block for {b.device} port {b.port} (missing {', '.join(missing)})"
+            )
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
@@ -161,7 +169,9 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             continue
         err = tool_error(line)
         if err is not None:
-            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
+            records.append(
+                ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err)
+            )
             continue
         p = prompt(line)
         if p is not None or command_line(line, _TOOLS) is not None:

@@ -60,10 +60,34 @@ _GID_RE = re.compile(r"^\s*GID\[\s*(?P<idx>\d+)\]:\s*(?P<gid>[0-9A-Fa-f:.]+)\s*(
 _KV_RE = re.compile(r"^\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*):\s*(?P<val>.*?)\s*$")
 _ENUM_NUM = re.compile(r"\((?P<num>\d+)\)\s*$")
 
-_DEV_KEYS = frozenset({"transport", "fw_ver", "node_guid", "sys_image_guid", "vendor_id", "vendor_part_id",
-                       "hw_ver", "board_id", "phys_port_cnt"})
-_PORT_KEYS = frozenset({"state", "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc", "link_layer",
-                        "active_width", "active_speed", "effective_speed", "phys_state"})
+_DEV_KEYS = frozenset(
+    {
+        "transport",
+        "fw_ver",
+        "node_guid",
+        "sys_image_guid",
+        "vendor_id",
+        "vendor_part_id",
+        "hw_ver",
+        "board_id",
+        "phys_port_cnt",
+    }
+)
+_PORT_KEYS = frozenset(
+    {
+        "state",
+        "max_mtu",
+        "active_mtu",
+        "sm_lid",
+        "port_lid",
+        "port_lmc",
+        "link_layer",
+        "active_width",
+        "active_speed",
+        "effective_speed",
+        "phys_state",
+    }
+)
 _TOOLS = ("ibv_devinfo",)
 
 _SNIFF_HCA = re.compile(r"^[ \t]*hca_id:[ \t]*\S+[ \t]*$", re.MULTILINE)
@@ -167,8 +191,17 @@ def _build(dev: _Dev, p: _Port, source: str, records: list[Record]) -> None:
         if gtype is None and link_layer == "InfiniBand":
             gtype = "IB"
         records.append(
-            GidEntry(source=source, line=gline, text=clip(graw), host=dev.host, device=dev.device, port=p.number,
-                     index=idx, gid=gid.lower(), gid_type=gtype)
+            GidEntry(
+                source=source,
+                line=gline,
+                text=clip(graw),
+                host=dev.host,
+                device=dev.device,
+                port=p.number,
+                index=idx,
+                gid=gid.lower(),
+                gid_type=gtype,
+            )
         )
 
 
@@ -222,7 +255,9 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             continue
         err = tool_error(line)
         if err is not None:
-            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
+            records.append(
+                ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err)
+            )
             continue
         p = prompt(line)
         if p is not None or command_line(line, _TOOLS) is not None:

@@ -21,6 +21,7 @@ Pure: no I/O, never raises.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -88,8 +89,17 @@ class NcclTestsSummary(Record):
 
 
 COLLECTIVES = (
-    "all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv",
-    "gather", "scatter", "hypercube", "alltoallv",
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "alltoall",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+    "gather",
+    "scatter",
+    "hypercube",
+    "alltoallv",
 )
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -118,8 +128,27 @@ _NUM_ONLY_RE = re.compile(_LEAD + r"\s*\d{1,20}\s*$")
 _NCCL_LINE_RE = re.compile(r" NCCL (?:INFO|WARN|TRACE|CALL)\b")
 
 _DTYPES = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
-    "f8e4m3", "f8e5m2", "fp8_e4m3", "fp8_e5m2", "char", "int", "float16", "float32", "float64", "bf16", "fp16",
+    "int8",
+    "uint8",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "half",
+    "float",
+    "double",
+    "bfloat16",
+    "f8e4m3",
+    "f8e5m2",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "char",
+    "int",
+    "float16",
+    "float32",
+    "float64",
+    "bf16",
+    "fp16",
 }
 _TIME_COLS = ("time", "cputime")
 
@@ -156,7 +185,7 @@ def _wrong(s: str | None) -> int | None:
     if v is not None:
         return v
     f = _float(s)
-    if f is None or f != f or f in (float("inf"), float("-inf")):
+    if f is None or not math.isfinite(f):
         return None
     return int(f)
 
@@ -169,11 +198,14 @@ def _collective(prog: str) -> str | None:
 # ----------------------------------------------------------------------------------------------------------------
 # Sniff
 
-_SNIFF_HEADER_RE = re.compile(r"^\s*#\s*size\s+count\s+type\s+(?:redop\s+)?(?:root\s+)?(?:cpu)?time\s+algbw\s+busbw",
-                              re.M)
-_SNIFF_NTHREAD_RE = re.compile(r"^\s*#?\s*nThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+\d+", re.M)
-_SNIFF_RANK_RE = re.compile(r"^\s*#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device\s+\d+", re.M)
-_SNIFF_FOOTER_RE = re.compile(r"^\s*#\s*(?:Avg bus bandwidth|Out of bounds values)\s*:", re.M)
+_SNIFF_HEADER_RE = re.compile(
+    r"^\s*#\s*size\s+count\s+type\s+(?:redop\s+)?(?:root\s+)?(?:cpu)?time\s+algbw\s+busbw", re.MULTILINE
+)
+_SNIFF_NTHREAD_RE = re.compile(r"^\s*#?\s*nThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+\d+", re.MULTILINE)
+_SNIFF_RANK_RE = re.compile(
+    r"^\s*#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device\s+\d+", re.MULTILINE
+)
+_SNIFF_FOOTER_RE = re.compile(r"^\s*#\s*(?:Avg bus bandwidth|Out of bounds values)\s*:", re.MULTILINE)
 
 
 def sniff(head: str) -> int:
@@ -188,7 +220,7 @@ def sniff(head: str) -> int:
         if _SNIFF_FOOTER_RE.search(head):
             score = 75 if score else 60
         return score
-    except Exception:  # pragma: no cover
+    except Exception:  # noqa: BLE001  # pragma: no cover - sniff must never raise
         return 0
 
 
@@ -221,7 +253,7 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     problems: list[str] = []
     try:
         _parse_into(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive: parse never raises
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - never raise: keep what was parsed, report it
         problems.append(f"nccl_tests parser stopped early: {type(exc).__name__}: {exc}")
         records[:] = [r for r in records if isinstance(r, Record)]
     return ParseResult(format=FORMAT, records=records, problems=problems)
@@ -241,11 +273,21 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
             return
         flush_summary(r)
         records[r.slot] = NcclTestsRun(
-            source=source, line=r.line, text=clip(r.raw), host=host, collective=r.collective, nthread=r.nthread,
-            ngpus=r.ngpus, min_bytes=r.min_bytes, max_bytes=r.max_bytes, run_index=r.index,
+            source=source,
+            line=r.line,
+            text=clip(r.raw),
+            host=host,
+            collective=r.collective,
+            nthread=r.nthread,
+            ngpus=r.ngpus,
+            min_bytes=r.min_bytes,
+            max_bytes=r.max_bytes,
+            run_index=r.index,
         )
 
-    def flush_summary(r: _Run, avg: float | None = None, line: int | None = None, raw: str | None = None) -> None:
+    def flush_summary(
+        r: _Run, avg: float | None = None, line: int | None = None, raw: str | None = None
+    ) -> None:
         if r.summary_pending is None and line is None:
             return
         oob = None
@@ -257,16 +299,31 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
         r.has_summary = True
         r.closed = True
         records.append(
-            NcclTestsSummary(source=source, line=line or 0, text=clip(raw or ""), host=host, run_index=r.index,
-                             avg_busbw=avg, out_of_bounds=oob)
+            NcclTestsSummary(
+                source=source,
+                line=line or 0,
+                text=clip(raw or ""),
+                host=host,
+                run_index=r.index,
+                avg_busbw=avg,
+                out_of_bounds=oob,
+            )
         )
 
     def start_run(line_no: int, raw: str, **kw: int | None) -> _Run:
         nonlocal run, pending_collective
         finish(run)
-        r = _Run(index=len(runs), line=line_no, raw=raw, collective=pending_collective, slot=len(records),
-                 nthread=kw.get("nthread"), ngpus=kw.get("ngpus"), min_bytes=kw.get("min_bytes"),
-                 max_bytes=kw.get("max_bytes"))
+        r = _Run(
+            index=len(runs),
+            line=line_no,
+            raw=raw,
+            collective=pending_collective,
+            slot=len(records),
+            nthread=kw.get("nthread"),
+            ngpus=kw.get("ngpus"),
+            min_bytes=kw.get("min_bytes"),
+            max_bytes=kw.get("max_bytes"),
+        )
         records.append(None)  # placeholder, filled by finish()
         runs.append(r)
         run = r
@@ -300,8 +357,14 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
         if m:
             if run is not None and not run.closed:
                 finish_open(run, problems)
-            start_run(line_no, raw, nthread=_int(m.group("nthread")), ngpus=_int(m.group("ngpus")),
-                      min_bytes=_int(m.group("min")), max_bytes=_int(m.group("max")))
+            start_run(
+                line_no,
+                raw,
+                nthread=_int(m.group("nthread")),
+                ngpus=_int(m.group("ngpus")),
+                min_bytes=_int(m.group("min")),
+                max_bytes=_int(m.group("max")),
+            )
             continue
         m = _RANK_RE.match(line)
         if m:
@@ -311,10 +374,17 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
             gpu = m.group("gpu").strip() or None
             records.append(
                 NcclTestsRank(
-                    source=source, line=line_no, text=clip(raw), host=m.group("host") or host,
-                    run_index=run.index, rank=_int(m.group("rank")) or 0, group=_int(m.group("group")),
-                    pid=_int(m.group("pid")), device=_int(m.group("dev")),
-                    bus=(m.group("bus") or None), gpu_name=gpu,
+                    source=source,
+                    line=line_no,
+                    text=clip(raw),
+                    host=m.group("host") or host,
+                    run_index=run.index,
+                    rank=_int(m.group("rank")) or 0,
+                    group=_int(m.group("group")),
+                    pid=_int(m.group("pid")),
+                    device=_int(m.group("dev")),
+                    bus=(m.group("bus") or None),
+                    gpu_name=gpu,
                 )
             )
             continue
@@ -356,7 +426,17 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
                 if run.has_header:
                     problems.append(f"line {line_no}: truncated nccl-tests row: {line.strip()[:80]}")
                 continue
-            _row(run, m, line_no, raw, source, host, records, problems, is_last=(idx == len(raw_lines) - 1))
+            _row(
+                run,
+                m,
+                line_no,
+                raw,
+                source,
+                host,
+                records,
+                problems,
+                maybe_cut=(idx == len(raw_lines) - 1 and not ends_with_newline),
+            )
             continue
         if run is not None and run.has_header and not run.closed and _NUM_ONLY_RE.match(line):
             problems.append(f"line {line_no}: truncated nccl-tests row: {line.strip()[:80]}")
@@ -381,8 +461,17 @@ def finish_open(run: _Run, problems: list[str]) -> None:
         )
 
 
-def _row(run: _Run, m: re.Match[str], line_no: int, raw: str, source: str, host: str | None, records: list,
-         problems: list[str], is_last: bool) -> None:
+def _row(
+    run: _Run,
+    m: re.Match[str],
+    line_no: int,
+    raw: str,
+    source: str,
+    host: str | None,
+    records: list,
+    problems: list[str],
+    maybe_cut: bool,
+) -> None:
     size = _int(m.group("size"))
     count = _int(m.group("count"))
     tokens = m.group("rest").split()
@@ -394,7 +483,7 @@ def _row(run: _Run, m: re.Match[str], line_no: int, raw: str, source: str, host:
     # columns between type and the first time column: redop and/or root (from the header, else guessed)
     if run.n_pre is not None:
         n_extra = max(0, run.n_pre - 3)
-        extra_names = run.layout[3:run.n_pre]
+        extra_names = run.layout[3 : run.n_pre]
     else:
         extra_names = []
         if rest and _float(rest[0]) is None and rest[0].upper() != "N/A":
@@ -411,6 +500,8 @@ def _row(run: _Run, m: re.Match[str], line_no: int, raw: str, source: str, host:
             root = _int(tok)
     vals = rest[n_extra:]
     truncated = len(vals) < 8
+    if truncated and maybe_cut and vals:
+        vals = vals[:-1]  # the last cell of a line cut mid-way may itself be incomplete
     # a row glued to other output (stdout/stderr interleaving) has non-numeric garbage in its cells
     nums = [_wrong(v) if k in (3, 7) else _float(v) for k, v in enumerate(vals[:8])]
     if any(v is None and vals[k].upper() != "N/A" for k, v in enumerate(nums)):
@@ -424,16 +515,30 @@ def _row(run: _Run, m: re.Match[str], line_no: int, raw: str, source: str, host:
         problems.append(f"line {line_no}: truncated nccl-tests row (size {size}); parsed the cells present")
     records.append(
         NcclTestsRow(
-            source=source, line=line_no, text=clip(raw), host=host, run_index=run.index, size_bytes=size,
-            count=count, dtype=dtype, redop=redop, root=root,
-            oop_time_us=nums[0], oop_algbw=nums[1], oop_busbw=nums[2], oop_wrong=_as_int(nums[3]),
-            ip_time_us=nums[4], ip_algbw=nums[5], ip_busbw=nums[6], ip_wrong=_as_int(nums[7]),
+            source=source,
+            line=line_no,
+            text=clip(raw),
+            host=host,
+            run_index=run.index,
+            size_bytes=size,
+            count=count,
+            dtype=dtype,
+            redop=redop,
+            root=root,
+            oop_time_us=nums[0],
+            oop_algbw=nums[1],
+            oop_busbw=nums[2],
+            oop_wrong=_as_int(nums[3]),
+            ip_time_us=nums[4],
+            ip_algbw=nums[5],
+            ip_busbw=nums[6],
+            ip_wrong=_as_int(nums[7]),
         )
     )
     run.n_rows += 1
 
 
-def _as_int(v: float | int | None) -> int | None:
+def _as_int(v: float | None) -> int | None:
     if v is None:
         return None
     try:

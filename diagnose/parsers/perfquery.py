@@ -62,11 +62,17 @@ _DOW = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _TS_RES = (
     # date -Is / -Iseconds / -Ins, and "2024-03-26 13:57:26[.fff][ +0000]"
-    re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}| ?[A-Z]{2,5})?)?$"),
+    re.compile(
+        r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}| ?[A-Z]{2,5})?)?$"
+    ),
     # date (C locale): "Tue Mar 26 13:57:26 UTC 2024"
-    re.compile(rf"^{_DOW}\s+{_MON}\s+\d{{1,2}}\s+\d{{2}}:\d{{2}}:\d{{2}}(?:\s+[A-Z]{{2,5}}|\s+[+-]\d{{4}})?\s+\d{{4}}$"),
+    re.compile(
+        rf"^{_DOW}\s+{_MON}\s+\d{{1,2}}\s+\d{{2}}:\d{{2}}:\d{{2}}(?:\s+[A-Z]{{2,5}}|\s+[+-]\d{{4}})?\s+\d{{4}}$"
+    ),
     # date (en_US locale): "Tue 26 Mar 2024 01:57:26 PM UTC"
-    re.compile(rf"^{_DOW},?\s+\d{{1,2}}\s+{_MON}\s+\d{{4}}\s+\d{{1,2}}:\d{{2}}:\d{{2}}(?:\s+[AP]M)?(?:\s+[A-Z]{{2,5}})?$"),
+    re.compile(
+        rf"^{_DOW},?\s+\d{{1,2}}\s+{_MON}\s+\d{{4}}\s+\d{{1,2}}:\d{{2}}:\d{{2}}(?:\s+[AP]M)?(?:\s+[A-Z]{{2,5}})?$"
+    ),
 )
 
 _SNIFF_HDR = re.compile(
@@ -80,7 +86,9 @@ _SNIFF_CTR = re.compile(
     r"|VL15Dropped|PortLocalPhysicalErrors|PortMalformedPktErrors):\.{2,}\S",
     re.MULTILINE,
 )
-_SNIFF_OTHER = re.compile(r"^[ \t]*#[ \t]*(?:Node info|Port info|Switch info|MLNX ext Port info):", re.MULTILINE)
+_SNIFF_OTHER = re.compile(
+    r"^[ \t]*#[ \t]*(?:Node info|Port info|Switch info|MLNX ext Port info):", re.MULTILINE
+)
 
 
 def sniff(head: str) -> int:
@@ -152,7 +160,9 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         last_line_bad = None
         err = tool_error(line)
         if err is not None:
-            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
+            records.append(
+                ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err)
+            )
             continue
         m = _HDR_RE.match(line)
         if m:
@@ -166,8 +176,14 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             snap = seen.get(key, 0)
             seen[key] = snap + 1
             label = f"Lid {lid if lid is not None else m.group('portid')} port {port_num}"
-            block = _Block(key=key, line=n, label=label, extended=attr == "Port extended", snapshot=snap,
-                           timestamp=timestamp)
+            block = _Block(
+                key=key,
+                line=n,
+                label=label,
+                extended=attr == "Port extended",
+                snapshot=snap,
+                timestamp=timestamp,
+            )
             continue
         ts = _timestamp(line)
         if ts is not None:
@@ -183,18 +199,25 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             if cmd and "perfquery" in cmd:
                 gm = _GUID_ARG_RE.search(cmd)
                 guid = norm_guid(gm.group("guid")) if gm else None
-            elif cmd and cmd.split() and cmd.split()[0] == "date":
-                pass  # the timestamp itself is on the next line
+            continue
+        if stripped.startswith("#"):
+            close()  # another attribute's header (e.g. `# PortSamplesControl:`) or a comment ends the block
             continue
         m = _COUNTER_RE.match(line)
         if not m:
-            if block is not None and stripped.startswith(tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")) and ":" not in stripped:
+            if (
+                block is not None
+                and stripped.startswith(tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+                and ":" not in stripped
+            ):
                 last_line_bad = (n, stripped)  # e.g. a line cut before its colon
             continue
         name, raw = m.group("name"), m.group("val")
         if block is None:
             if canonical_counter(name) and not orphan_reported:
-                problems.append(f"line {n}: counter line before any perfquery header (header missing or cut off)")
+                problems.append(
+                    f"line {n}: counter line before any perfquery header (header missing or cut off)"
+                )
                 orphan_reported = True
             continue
         block.counter_lines += 1
@@ -226,10 +249,14 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     if block is not None:
         attr = block.key[0]
         if last_line_bad is not None:
-            problems.append(f"truncated: block for {block.label} ends early (line {last_line_bad[0]}: "
-                            f"{last_line_bad[1]!r})")
+            problems.append(
+                f"truncated: block for {block.label} ends early (line {last_line_bad[0]}: "
+                f"{last_line_bad[1]!r})"
+            )
         elif block.counter_lines == 0:
             problems.append(f"truncated: block for {block.label} ends early (no counters)")
         elif block.counter_lines < max_lines.get(attr, 0):
-            problems.append(f"truncated: block for {block.label} ends early ({block.counter_lines} of "
-                            f"{max_lines[attr]} lines)")
+            problems.append(
+                f"truncated: block for {block.label} ends early ({block.counter_lines} of "
+                f"{max_lines[attr]} lines)"
+            )

@@ -155,7 +155,9 @@ _SRUN_LABEL_RE = re.compile(r"^\s{0,4}\d{1,6}: ")
 _RANK_PREFIX_RE = re.compile(r"^\[rank(\d{1,7})\]:\s?")
 _DEFAULT_PREFIX_RE = re.compile(r"^\[default\d{1,7}\]:\s?")
 _LAUNCHER_IDX_RE = re.compile(r"^\[\d{1,9}\] (?=\S)")
-_GLOG_RE = re.compile(r"^\[?[IWEF](?:\d{3,4} \d\d:\d\d:\d\d\.\d{1,9})?(?: +\d{1,10})? +[\w./-]{1,200}:\d{1,7}\] ?")
+_GLOG_RE = re.compile(
+    r"^\[?[IWEF](?:\d{3,4} \d\d:\d\d:\d\d\.\d{1,9})?(?: +\d{1,10})? +[\w./-]{1,200}:\d{1,7}\] ?"
+)
 _PY_LOG_RE = re.compile(r"^[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d{1,9} \d{1,10} [\w./-]{1,200}:\d{1,7}\] ?")
 
 
@@ -174,25 +176,25 @@ def _peel(raw: str) -> _L:
     for _ in range(6):
         m = _MPI_TAG_RE.match(s) or _SRUN_LABEL_RE.match(s)
         if m:
-            s = s[m.end():]
+            s = s[m.end() :]
             continue
         m = _RANK_PREFIX_RE.match(s)
         if m:
             rank = _int(m.group(1))
-            s = s[m.end():]
+            s = s[m.end() :]
             continue
         m = _DEFAULT_PREFIX_RE.match(s)
         if m:
-            s = s[m.end():]
+            s = s[m.end() :]
             continue
         m = _GLOG_RE.match(s) or _PY_LOG_RE.match(s)
         if m:
             entry = True
-            s = s[m.end():]
+            s = s[m.end() :]
             continue
         m = _LAUNCHER_IDX_RE.match(s)
         if m:
-            s = s[m.end():]
+            s = s[m.end() :]
             continue
         break
     return _L(raw=raw, body=s, prefix_rank=rank, entry=entry)
@@ -226,7 +228,9 @@ _F_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d{1,18})")
 _F_RAN = re.compile(r"ran for (\d{1,18}) milliseconds")
 _WORK_AT_RE = re.compile(r"detected by watchdog at work: (\d{1,18})")
 
-_TIMEOUT_AT_RE = re.compile(r"\[(?P<rank>\d{1,7})\] Timeout at collective: (?P<col>[^,]*), #(?P<seq>\d{1,18})")
+_TIMEOUT_AT_RE = re.compile(
+    r"\[(?P<rank>\d{1,7})\] Timeout at collective: (?P<col>[^,]*), #(?P<seq>\d{1,18})"
+)
 _NEVER_JOINED_RE = re.compile(
     r"To our best knowledge, ranks \[(?P<ranks>[\d,\s]*)\] are the lagging ranks that caused this timeout\.?(?P<rest>.*)$"
 )
@@ -235,13 +239,19 @@ _DESYNC_ITEM_RE = re.compile(
     r"^\s*(?:-\s*)?\[(?P<ranks>[\d,\s]+)\] (?P<what>joined but didn't finish collective|finished collective)"
 )
 
-_WATCHDOG_EXIT_RE = re.compile(r"(?:Process group|NCCL) watchdog thread terminated with exception:?\s*(?P<what>.*)$")
+_WATCHDOG_EXIT_RE = re.compile(
+    r"(?:Process group|NCCL) watchdog thread terminated with exception:?\s*(?P<what>.*)$"
+)
 _NCCL_ERROR_IN_RE = re.compile(r"NCCL error in: (?P<loc>[^,]{0,300}), (?P<err>.*)$")
 _NCCL_ERROR_RE = re.compile(r"NCCL [Ee]rror(?: \d{1,4})?: (?P<err>.*)$")
-_NCCL_CODE_RE = re.compile(r"\b(?P<name>nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|"
-                           r"InvalidUsage|RemoteError|InProgress))\b")
-_NCCL_CODE_LINE_RE = re.compile(r"^\s*(?P<name>nccl(?:UnhandledCudaError|SystemError|InternalError|"
-                                r"InvalidArgument|InvalidUsage|RemoteError|InProgress)):")
+_NCCL_CODE_RE = re.compile(
+    r"\b(?P<name>nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|"
+    r"InvalidUsage|RemoteError|InProgress))\b"
+)
+_NCCL_CODE_LINE_RE = re.compile(
+    r"^\s*(?P<name>nccl(?:UnhandledCudaError|SystemError|InternalError|"
+    r"InvalidArgument|InvalidUsage|RemoteError|InProgress)):"
+)
 _ABORTED_RE = re.compile(r"NCCL communicator was aborted")
 _LAST_ERROR_RE = re.compile(r"Last error:\s*(?P<rest>.*)$")
 _DIST_BACKEND_RE = re.compile(r"DistBackendError")
@@ -355,7 +365,7 @@ def sniff(head: str) -> int:
         if weak:
             return min(35, 15 + 10 * weak)
         return 0
-    except Exception:  # pragma: no cover
+    except Exception:  # noqa: BLE001  # pragma: no cover - sniff must never raise
         return 0
 
 
@@ -368,7 +378,7 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     problems: list[str] = []
     try:
         _parse_into(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive: parse never raises
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - never raise: keep what was parsed, report it
         problems.append(f"pytorch_log parser stopped early: {type(exc).__name__}: {exc}")
     records.sort(key=lambda r: r.line)
     return ParseResult(format=FORMAT, records=records, problems=problems)
@@ -378,7 +388,9 @@ def _looks_like_new_entry(lp: _L) -> bool:
     b = lp.body.lstrip()
     return (
         lp.entry
-        or b.startswith(("Traceback (most recent call last)", "Exception raised from", "frame #", "terminate called"))
+        or b.startswith(
+            ("Traceback (most recent call last)", "Exception raised from", "frame #", "terminate called")
+        )
         or _NCCL_ERROR_IN_RE.search(b) is not None
         or _WATCHDOG_RE.search(b) is not None
     )
@@ -451,7 +463,11 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
         lp = lines[idx]
         records.append(
             DesyncReport(
-                source=source, line=idx + 1, text=clip(lp.raw), host=host, rank=rank,
+                source=source,
+                line=idx + 1,
+                text=clip(lp.raw),
+                host=host,
+                rank=rank,
                 lagging_ranks=tuple(dict.fromkeys(ranks)),
                 detail="; ".join(details) if details else lp.body.strip(),
             )
@@ -464,7 +480,7 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
         if desync_open is not None:
             m = _DESYNC_ITEM_RE.match(body) or _DESYNC_ITEM_RE.match(_RANK_PREFIX_RE.sub("", lp.raw))
             if m and i - desync_open[0] <= 4:
-                desync_open[2].append(m.string[m.start("ranks") - 1:].strip())
+                desync_open[2].append(m.string[m.start("ranks") - 1 :].strip())
                 desync_open[3].extend(_ranks(m.group("ranks")))
                 continue
             close_desync()
@@ -486,10 +502,17 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
                 drank = last_timeout[1]
             if m:
                 ranks = _ranks(m.group("ranks"))
-                detail = body[body.find("To our best knowledge"):].strip()
+                detail = body[body.find("To our best knowledge") :].strip()
                 records.append(
-                    DesyncReport(source=source, line=i + 1, text=clip(lp.raw), host=host, rank=drank,
-                                 lagging_ranks=tuple(dict.fromkeys(ranks)), detail=detail)
+                    DesyncReport(
+                        source=source,
+                        line=i + 1,
+                        text=clip(lp.raw),
+                        host=host,
+                        rank=drank,
+                        lagging_ranks=tuple(dict.fromkeys(ranks)),
+                        detail=detail,
+                    )
                 )
             else:
                 desync_open = (i, drank, [], [])
@@ -534,20 +557,29 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
         elif _HEARTBEAT_RE.search(body):
             kind = "heartbeat"
         if kind is not None:
-            nccl_error = _nccl_error_of(body) if kind in ("nccl_error", "watchdog_exception", "taking_down") else None
+            nccl_error = (
+                _nccl_error_of(body) if kind in ("nccl_error", "watchdog_exception", "taking_down") else None
+            )
             if kind == "dist_backend_error":
                 nccl_error = _nccl_error_of(body)
             lm = _LAST_ERROR_RE.search(body)
-            last_error = lm.group("rest").strip() or None if lm else None
-            if kind in ("nccl_error", "watchdog_exception", "dist_backend_error") and (
+            last_error = (lm.group("rest").strip() or None) if lm else None
+            wants_follow_up = kind in ("nccl_error", "watchdog_exception", "dist_backend_error") and (
                 nccl_error is not None or lm is not None
-            ):
-                if not (lm and last_error):
-                    nccl_error, last_error = _follow_up(lines, i, nccl_error, last_error, consumed)
+            )
+            if wants_follow_up and not (lm and last_error):
+                nccl_error, last_error = _follow_up(lines, i, nccl_error, last_error, consumed)
             records.append(
                 PgError(
-                    source=source, line=i + 1, text=clip(lp.raw), host=host, rank=rank, kind=kind,
-                    message=body.strip(), nccl_error=nccl_error, last_error=last_error,
+                    source=source,
+                    line=i + 1,
+                    text=clip(lp.raw),
+                    host=host,
+                    rank=rank,
+                    kind=kind,
+                    message=body.strip(),
+                    nccl_error=nccl_error,
+                    last_error=last_error,
                 )
             )
             continue
@@ -556,8 +588,9 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
         ce = _cuda_error(body)
         if ce is not None:
             code, message = ce
-            records.append(CudaError(source=source, line=i + 1, text=clip(lp.raw), host=host, code=code,
-                                     message=message))
+            records.append(
+                CudaError(source=source, line=i + 1, text=clip(lp.raw), host=host, code=code, message=message)
+            )
     close_desync()
 
     # embedded timeouts (inside "watchdog thread terminated with exception" / what()) only count when the
@@ -581,7 +614,7 @@ def _ranks(s: str) -> list[int]:
 
 def _watchdog(lp: _L, i: int, source: str, host: str | None, problems: list[str]) -> WatchdogTimeout:
     body = lp.body
-    seg = body[_WATCHDOG_RE.search(body).start():]  # type: ignore[union-attr]
+    seg = body[_WATCHDOG_RE.search(body).start() :]  # type: ignore[union-attr]
     rank = lp.prefix_rank
     if rank is None:
         m = _MSG_RANK_RE.search(body)
@@ -602,7 +635,16 @@ def _watchdog(lp: _L, i: int, source: str, host: str | None, problems: list[str]
     if ran is None or "WorkNCCL(" not in seg:
         problems.append(f"line {i + 1}: incomplete watchdog timeout line (truncated or wrapped?)")
     return WatchdogTimeout(
-        source=source, line=i + 1, text=clip(lp.raw), host=host, rank=rank,
-        seq=grab(_F_SEQ), op_type=opm.group(1) if opm else None, numel_in=grab(_F_IN), numel_out=grab(_F_OUT),
-        timeout_ms=grab(_F_TIMEOUT), ran_ms=ran, pg=pgm.group("pg") if pgm else None,
+        source=source,
+        line=i + 1,
+        text=clip(lp.raw),
+        host=host,
+        rank=rank,
+        seq=grab(_F_SEQ),
+        op_type=opm.group(1) if opm else None,
+        numel_in=grab(_F_IN),
+        numel_out=grab(_F_OUT),
+        timeout_ms=grab(_F_TIMEOUT),
+        ran_ms=ran,
+        pg=pgm.group("pg") if pgm else None,
     )

@@ -87,8 +87,11 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 cur_host = p[0]
             continue
         if _ERR_RE.match(line):
-            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT,
-                                     message=line.strip()))
+            records.append(
+                ToolError(
+                    source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=line.strip()
+                )
+            )
             continue
         m = _LINE_RE.match(line)
         if not m:

@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from diagnose.models.records import ParseResult
 from diagnose.parsers import ibstat, ibstatus, ibv_devinfo
-from diagnose.parsers._ib import GidEntry, IbPort, ToolError, guid_from_gid, norm_guid, norm_phys_state, norm_state
+from diagnose.parsers._ib import (
+    GidEntry,
+    IbPort,
+    ToolError,
+    guid_from_gid,
+    norm_guid,
+    norm_phys_state,
+    norm_state,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 MODULES = (ibstat, ibstatus, ibv_devinfo)
@@ -39,10 +47,34 @@ def sample_files(fmt: str) -> list[Path]:
 def test_record_schemas_are_exact() -> None:
     names = [f.name for f in dataclasses.fields(IbPort)]
     assert names == [
-        "source", "line", "text", "host", "device", "port", "state", "phys_state", "rate_gbps", "width", "speed",
-        "link_layer", "lid", "sm_lid", "port_guid", "node_guid", "ca_type", "firmware", "active_mtu", "max_mtu",
+        "source",
+        "line",
+        "text",
+        "host",
+        "device",
+        "port",
+        "state",
+        "phys_state",
+        "rate_gbps",
+        "width",
+        "speed",
+        "link_layer",
+        "lid",
+        "sm_lid",
+        "port_guid",
+        "node_guid",
+        "ca_type",
+        "firmware",
+        "active_mtu",
+        "max_mtu",
     ]
-    assert [f.name for f in dataclasses.fields(GidEntry)][4:] == ["device", "port", "index", "gid", "gid_type"]
+    assert [f.name for f in dataclasses.fields(GidEntry)][4:] == [
+        "device",
+        "port",
+        "index",
+        "gid",
+        "gid_type",
+    ]
     assert [f.name for f in dataclasses.fields(ToolError)][4:] == ["tool", "message"]
     for cls in (IbPort, GidEntry, ToolError):
         params = cls.__dataclass_params__  # type: ignore[attr-defined]
@@ -59,13 +91,41 @@ def test_normalisers() -> None:
     assert norm_guid("not a guid") is None
     assert guid_from_gid("fe80:0000:0000:0000:0015:5dff:fd34:11eb") == "0x00155dfffd3411eb"
     assert guid_from_gid("0000:0000:0000:0000:0000:ffff:0a00:0001") is None
-    assert [norm_state(s) for s in ("Active", "4: ACTIVE", "PORT_ACTIVE (4)", "Initializing", "PORT_INIT (2)",
-                                    "5: ACTIVE_DEFER", "1: DOWN", "???")] == [
-        "Active", "Active", "Active", "Init", "Init", "ActiveDefer", "Down", "???"]
-    assert [norm_phys_state(s) for s in ("LinkUp", "5: LinkUp", "LINK_UP (5)", "POLLING (2)", "3: Disabled",
-                                         "PORT_CONFIGURATION TRAINNING (4)", "7: Phy Test", "No state change")] == [
-        "LinkUp", "LinkUp", "LinkUp", "Polling", "Disabled", "PortConfigurationTraining", "PhyTest",
-        "No state change"]
+    assert [
+        norm_state(s)
+        for s in (
+            "Active",
+            "4: ACTIVE",
+            "PORT_ACTIVE (4)",
+            "Initializing",
+            "PORT_INIT (2)",
+            "5: ACTIVE_DEFER",
+            "1: DOWN",
+            "???",
+        )
+    ] == ["Active", "Active", "Active", "Init", "Init", "ActiveDefer", "Down", "???"]
+    assert [
+        norm_phys_state(s)
+        for s in (
+            "LinkUp",
+            "5: LinkUp",
+            "LINK_UP (5)",
+            "POLLING (2)",
+            "3: Disabled",
+            "PORT_CONFIGURATION TRAINNING (4)",
+            "7: Phy Test",
+            "No state change",
+        )
+    ] == [
+        "LinkUp",
+        "LinkUp",
+        "LinkUp",
+        "Polling",
+        "Disabled",
+        "PortConfigurationTraining",
+        "PhyTest",
+        "No state change",
+    ]
 
 
 # ----------------------------------------------------------------------------------------------- ibstat
@@ -84,9 +144,23 @@ def test_ibstat_some_down_h100() -> None:
     assert down[0].text == "\t\tState: Down"
     mlx5_0 = by_dev(res)[("mlx5_0", 1)]
     assert mlx5_0 == IbPort(
-        source="ibstat.txt", line=9, text="\t\tState: Active", host="node-a", device="mlx5_0", port=1,
-        state="Active", phys_state="LinkUp", rate_gbps=400.0, width=None, speed=None, link_layer="InfiniBand",
-        lid=75, sm_lid=334, port_guid="0x946dae0300cde72c", node_guid="0x946dae0300cde72c", ca_type="MT4129",
+        source="ibstat.txt",
+        line=9,
+        text="\t\tState: Active",
+        host="node-a",
+        device="mlx5_0",
+        port=1,
+        state="Active",
+        phys_state="LinkUp",
+        rate_gbps=400.0,
+        width=None,
+        speed=None,
+        link_layer="InfiniBand",
+        lid=75,
+        sm_lid=334,
+        port_guid="0x946dae0300cde72c",
+        node_guid="0x946dae0300cde72c",
+        ca_type="MT4129",
         firmware="28.39.1002",
     )
 
@@ -95,8 +169,16 @@ def test_ibstat_roce_polling() -> None:
     res = ibstat.parse(read("ibstat", "gpud_ibstat.47.0.h100.roce.some.down.with.polling.1.txt"), "s")
     assert res.problems == []
     d = by_dev(res)
-    assert (d[("mlx5_11", 1)].state, d[("mlx5_11", 1)].phys_state, d[("mlx5_11", 1)].line) == ("Down", "Polling", 60)
-    assert (d[("mlx5_5", 1)].state, d[("mlx5_5", 1)].phys_state, d[("mlx5_5", 1)].line) == ("Down", "Disabled", 128)
+    assert (d[("mlx5_11", 1)].state, d[("mlx5_11", 1)].phys_state, d[("mlx5_11", 1)].line) == (
+        "Down",
+        "Polling",
+        60,
+    )
+    assert (d[("mlx5_5", 1)].state, d[("mlx5_5", 1)].phys_state, d[("mlx5_5", 1)].line) == (
+        "Down",
+        "Disabled",
+        128,
+    )
     assert {p.link_layer for p in ports(res)} == {"Ethernet"}
     assert all(p.lid == 0 and p.sm_lid == 0 for p in ports(res))
 
@@ -117,16 +199,28 @@ def test_ibstat_ibpanic_becomes_tool_error() -> None:
     errs = [r for r in res.records if isinstance(r, ToolError)]
     assert len(errs) == 1
     assert errs[0].line == 137 and errs[0].tool == "ibstat"
-    assert errs[0].message == "ibpanic: [1400444] main: stat of IB device 'mlx5_8' failed: No such file or directory"
+    assert (
+        errs[0].message
+        == "ibpanic: [1400444] main: stat of IB device 'mlx5_8' failed: No such file or directory"
+    )
     mlx5_0 = by_dev(res)[("mlx5_0", 1)]
-    assert (mlx5_0.lid, mlx5_0.ca_type, mlx5_0.firmware, mlx5_0.rate_gbps) == (13247, "MT4124", "20.41.1000", 200.0)
+    assert (mlx5_0.lid, mlx5_0.ca_type, mlx5_0.firmware, mlx5_0.rate_gbps) == (
+        13247,
+        "MT4124",
+        "20.41.1000",
+        200.0,
+    )
 
 
 def test_ibstat_mlx4_two_ports_fdr() -> None:
     res = ibstat.parse(read("ibstat", "heioy_ibstat_mlx4_fdr.txt"), "s")
     assert res.problems == []
     assert [(p.device, p.port, p.lid, p.sm_lid, p.rate_gbps) for p in ports(res)] == [
-        ("mlx4_0", 1, 10, 9, 56.0), ("mlx4_0", 2, 12, 9, 56.0), ("mlx4_1", 1, 1, 7, 56.0), ("mlx4_1", 2, 4, 7, 56.0)]
+        ("mlx4_0", 1, 10, 9, 56.0),
+        ("mlx4_0", 2, 12, 9, 56.0),
+        ("mlx4_1", 1, 1, 7, 56.0),
+        ("mlx4_1", 2, 4, 7, 56.0),
+    ]
     assert by_dev(res)[("mlx4_1", 2)].port_guid == "0xf45214030033b852"
     assert {p.ca_type for p in ports(res)} == {"MT4099"}
 
@@ -136,17 +230,33 @@ def test_ibstat_single_port_form_and_lists() -> None:
     assert res.problems == []
     assert len(res.records) == 1  # the `ibstat -l` / `-p` lists are not ports
     p = ports(res)[0]
-    assert (p.device, p.port, p.state, p.lid, p.line, p.port_guid) == ("mlx4_0", 2, "Active", 12, 4,
-                                                                       "0xec0d9a03000c8982")
+    assert (p.device, p.port, p.state, p.lid, p.line, p.port_guid) == (
+        "mlx4_0",
+        2,
+        "Active",
+        12,
+        4,
+        "0xec0d9a03000c8982",
+    )
     assert p.ca_type is None and p.firmware is None
 
 
 def test_ibstat_prompt_names_host() -> None:
-    res = ibstat.parse(read("ibstat", "kaust_ksl-docs_ibex_interconnect_rst@0583fab_lines53-70_ibstat_mlx5_cx6.txt"),
-                       "s", host="ignored")
+    res = ibstat.parse(
+        read("ibstat", "kaust_ksl-docs_ibex_interconnect_rst@0583fab_lines53-70_ibstat_mlx5_cx6.txt"),
+        "s",
+        host="ignored",
+    )
     (p,) = ports(res)
     assert (p.host, p.device, p.rate_gbps, p.lid, p.sm_lid, p.ca_type, p.firmware) == (
-        "login509-02-r", "mlx5_0", 100.0, 762, 8, "MT4123", "20.35.1012")
+        "login509-02-r",
+        "mlx5_0",
+        100.0,
+        762,
+        8,
+        "MT4123",
+        "20.35.1012",
+    )
 
 
 def test_ibstat_truncated_keeps_what_was_parsed() -> None:
@@ -186,17 +296,43 @@ def test_ibstatus_a100() -> None:
     assert len(ports(res)) == 9
     p = by_dev(res)[("mlx5_0", 1)]
     assert p == IbPort(
-        source="ibstatus.txt", line=5, text="        state:           4: ACTIVE", host=None, device="mlx5_0", port=1,
-        state="Active", phys_state="LinkUp", rate_gbps=200.0, width="4X", speed="HDR", link_layer="InfiniBand",
-        lid=13247, sm_lid=1, port_guid="0x00155dfffd3411eb", node_guid=None, ca_type=None, firmware=None,
+        source="ibstatus.txt",
+        line=5,
+        text="        state:           4: ACTIVE",
+        host=None,
+        device="mlx5_0",
+        port=1,
+        state="Active",
+        phys_state="LinkUp",
+        rate_gbps=200.0,
+        width="4X",
+        speed="HDR",
+        link_layer="InfiniBand",
+        lid=13247,
+        sm_lid=1,
+        port_guid="0x00155dfffd3411eb",
+        node_guid=None,
+        ca_type=None,
+        firmware=None,
     )
     eth = by_dev(res)[("mlx5_8", 1)]
     assert (eth.link_layer, eth.rate_gbps, eth.width, eth.speed, eth.lid, eth.port_guid) == (
-        "Ethernet", 40.0, "4X", "QDR", 0, None)
+        "Ethernet",
+        40.0,
+        "4X",
+        "QDR",
+        0,
+        None,
+    )
     gids = [r for r in res.records if isinstance(r, GidEntry)]
     assert len(gids) == 8  # mlx5_8 prints `default gid: unknown`
     assert (gids[0].device, gids[0].index, gids[0].gid, gids[0].gid_type, gids[0].line) == (
-        "mlx5_0", 0, "fe80:0000:0000:0000:0015:5dff:fd34:11eb", "IB", 2)
+        "mlx5_0",
+        0,
+        "fe80:0000:0000:0000:0015:5dff:fd34:11eb",
+        "IB",
+        2,
+    )
 
 
 def test_ibstatus_agrees_with_ibstat_on_the_same_a100_node() -> None:
@@ -204,13 +340,22 @@ def test_ibstatus_agrees_with_ibstat_on_the_same_a100_node() -> None:
     su = by_dev(ibstatus.parse(read("ibstatus", "gpud_ibstatus.39.0.a100.all.active.0.txt"), "b"))
     for key, p in st_.items():
         assert (su[key].lid, su[key].sm_lid, su[key].port_guid, su[key].rate_gbps) == (
-            p.lid, p.sm_lid, p.port_guid, p.rate_gbps)
+            p.lid,
+            p.sm_lid,
+            p.port_guid,
+            p.rate_gbps,
+        )
 
 
 def test_ibstatus_truncated() -> None:
     res = ibstatus.parse(read("ibstatus", "var_truncated_in_mlx5_1.txt"), "s")
-    assert [(p.device, p.lid, p.state) for p in ports(res)] == [("mlx5_0", 13247, "Active"), ("mlx5_1", 13246, None)]
-    assert len(res.problems) == 1 and res.problems[0].startswith("truncated: block for mlx5_1 port 1 ends early")
+    assert [(p.device, p.lid, p.state) for p in ports(res)] == [
+        ("mlx5_0", 13247, "Active"),
+        ("mlx5_1", 13246, None),
+    ]
+    assert len(res.problems) == 1 and res.problems[0].startswith(
+        "truncated: block for mlx5_1 port 1 ends early"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- ibv_devinfo
@@ -220,11 +365,20 @@ def test_ibv_devinfo_two_mlx4() -> None:
     res = ibv_devinfo.parse(read("ibv_devinfo", "heioy_ibv_devinfo_mlx4.txt"), "devinfo.txt")
     assert res.format == "ibv_devinfo" and res.problems == []
     assert [(p.device, p.port, p.state, p.lid, p.sm_lid, p.line) for p in ports(res)] == [
-        ("mlx4_1", 1, "Active", 22, 1, 14), ("mlx4_1", 2, "Down", 0, 0, 23),
-        ("mlx4_0", 1, "Active", 32, 18, 43), ("mlx4_0", 2, "Down", 0, 0, 52)]
+        ("mlx4_1", 1, "Active", 22, 1, 14),
+        ("mlx4_1", 2, "Down", 0, 0, 23),
+        ("mlx4_0", 1, "Active", 32, 18, 43),
+        ("mlx4_0", 2, "Down", 0, 0, 52),
+    ]
     p = by_dev(res)[("mlx4_1", 1)]
     assert (p.node_guid, p.ca_type, p.firmware, p.active_mtu, p.max_mtu, p.link_layer) == (
-        "0x7cfe900300a595c0", "MT4099", "2.42.5000", 4096, 4096, "InfiniBand")
+        "0x7cfe900300a595c0",
+        "MT4099",
+        "2.42.5000",
+        4096,
+        4096,
+        "InfiniBand",
+    )
     assert p.phys_state is None and p.rate_gbps is None and p.port_guid is None
 
 
@@ -233,19 +387,45 @@ def test_ibv_devinfo_verbose() -> None:
     assert res.problems == []
     (p,) = ports(res)
     assert (p.device, p.port, p.state, p.phys_state, p.width, p.speed, p.rate_gbps, p.line) == (
-        "mlx4_1", 2, "Down", "Polling", "4X", "SDR", 10.0, 105)
+        "mlx4_1",
+        2,
+        "Down",
+        "Polling",
+        "4X",
+        "SDR",
+        10.0,
+        105,
+    )
     assert p.port_guid == "0x7cfe900300a595c2"  # interface id of GID[0] on an IB port
     (g,) = [r for r in res.records if isinstance(r, GidEntry)]
     assert (g.index, g.gid, g.gid_type, g.line) == (0, "fe80:0000:0000:0000:7cfe:9003:00a5:95c2", "IB", 125)
 
 
 def test_ibv_devinfo_matches_ibstat_on_the_kaust_login_node() -> None:
-    dv = ports(ibv_devinfo.parse(read("ibv_devinfo",
-               "kaust_ksl-docs_ibex_interconnect_rst@0583fab_lines31-49_ibv_devinfo_mlx5_cx6.txt"), "a"))[0]
-    st_ = ports(ibstat.parse(read("ibstat",
-                "kaust_ksl-docs_ibex_interconnect_rst@0583fab_lines53-70_ibstat_mlx5_cx6.txt"), "b"))[0]
+    dv = ports(
+        ibv_devinfo.parse(
+            read(
+                "ibv_devinfo",
+                "kaust_ksl-docs_ibex_interconnect_rst@0583fab_lines31-49_ibv_devinfo_mlx5_cx6.txt",
+            ),
+            "a",
+        )
+    )[0]
+    st_ = ports(
+        ibstat.parse(
+            read("ibstat", "kaust_ksl-docs_ibex_interconnect_rst@0583fab_lines53-70_ibstat_mlx5_cx6.txt"), "b"
+        )
+    )[0]
     assert (dv.host, dv.device, dv.lid, dv.sm_lid, dv.node_guid, dv.ca_type, dv.firmware, dv.state) == (
-        st_.host, st_.device, st_.lid, st_.sm_lid, st_.node_guid, st_.ca_type, st_.firmware, st_.state)
+        st_.host,
+        st_.device,
+        st_.lid,
+        st_.sm_lid,
+        st_.node_guid,
+        st_.ca_type,
+        st_.firmware,
+        st_.state,
+    )
 
 
 def test_ibv_devinfo_roce_gid_types() -> None:
@@ -253,7 +433,14 @@ def test_ibv_devinfo_roce_gid_types() -> None:
     assert res.problems == []
     (p,) = ports(res)
     assert (p.link_layer, p.phys_state, p.width, p.speed, p.rate_gbps, p.lid, p.port_guid) == (
-        "Ethernet", "LinkUp", "4X", "EDR", 100.0, 0, None)
+        "Ethernet",
+        "LinkUp",
+        "4X",
+        "EDR",
+        100.0,
+        0,
+        None,
+    )
     gids = [(g.index, g.gid, g.gid_type) for g in res.records if isinstance(g, GidEntry)]
     assert gids == [
         (0, "fe80:0000:0000:0000:ba59:9fff:fe22:626e", "RoCE v1"),
@@ -269,7 +456,8 @@ def test_ibv_devinfo_truncated_and_errors() -> None:
     assert res.problems == ["truncated: block for mlx4_0 ends early (port 2 incomplete)"]
     err = ibv_devinfo.parse("Failed to get IB devices list: Function not implemented\n", "s")
     assert [(r.tool, r.message) for r in err.records if isinstance(r, ToolError)] == [
-        ("ibv_devinfo", "Failed to get IB devices list: Function not implemented")]
+        ("ibv_devinfo", "Failed to get IB devices list: Function not implemented")
+    ]
 
 
 # ----------------------------------------------------------------------------------------------- sniffing
@@ -302,9 +490,17 @@ def test_sniff_keeps_ib_formats_apart() -> None:
 
 # ----------------------------------------------------------------------------------------------- properties
 
-_SAMPLE_LINES = sorted({line for fmt in ("ibstat", "ibstatus", "ibv_devinfo") for p in sample_files(fmt)
-                        for line in p.read_text(encoding="utf-8").split("\n")})
-_mixed_text = st.lists(st.one_of(st.sampled_from(_SAMPLE_LINES), st.text(max_size=40)), max_size=40).map("\n".join)
+_SAMPLE_LINES = sorted(
+    {
+        line
+        for fmt in ("ibstat", "ibstatus", "ibv_devinfo")
+        for p in sample_files(fmt)
+        for line in p.read_text(encoding="utf-8").split("\n")
+    }
+)
+_mixed_text = st.lists(st.one_of(st.sampled_from(_SAMPLE_LINES), st.text(max_size=40)), max_size=40).map(
+    "\n".join
+)
 
 
 @pytest.mark.parametrize("mod", MODULES, ids=lambda m: m.FORMAT)

@@ -35,8 +35,19 @@ def sample_files(fmt: str) -> list[Path]:
 
 def test_schema_is_exact() -> None:
     assert [f.name for f in dataclasses.fields(PortCounter)] == [
-        "source", "line", "text", "host", "lid", "guid", "port", "counter", "value", "extended", "snapshot",
-        "timestamp"]
+        "source",
+        "line",
+        "text",
+        "host",
+        "lid",
+        "guid",
+        "port",
+        "counter",
+        "value",
+        "extended",
+        "snapshot",
+        "timestamp",
+    ]
 
 
 def test_hca_extended_counters() -> None:
@@ -44,9 +55,20 @@ def test_hca_extended_counters() -> None:
     assert res.format == "perfquery" and res.problems == []
     assert len(counters(res)) == 22  # 25 value lines minus PortSelect, CounterSelect, CounterSelect2
     sym = index(res)[(1, "symbol_error", 0)]
-    assert sym == PortCounter(source="pq.out", line=13, text="SymbolErrorCounter:..............0", host="node-a",
-                              lid=134, guid=None, port=1, counter="symbol_error", value=0, extended=True,
-                              snapshot=0, timestamp=None)
+    assert sym == PortCounter(
+        source="pq.out",
+        line=13,
+        text="SymbolErrorCounter:..............0",
+        host="node-a",
+        lid=134,
+        guid=None,
+        port=1,
+        counter="symbol_error",
+        value=0,
+        extended=True,
+        snapshot=0,
+        timestamp=None,
+    )
     assert index(res)[(1, "port_xmit_data", 0)].value == 9049592493976
     assert index(res)[(1, "port_xmit_data", 0)].line == 4
     assert index(res)[(1, "multicast_rcv_packets", 0)].value == 3732158589
@@ -108,34 +130,47 @@ def test_truncated_block() -> None:
     res = perfquery.parse(read("var_truncated_in_port2.txt"), "s")
     assert len([c for c in counters(res) if c.port == 1]) == 22
     assert len([c for c in counters(res) if c.port == 2]) == 14
-    assert len(res.problems) == 1 and res.problems[0].startswith("truncated: block for Lid 1719 port 2 ends early")
+    assert len(res.problems) == 1 and res.problems[0].startswith(
+        "truncated: block for Lid 1719 port 2 ends early"
+    )
 
 
 def test_iso_timestamps_aggregate_port_local_portid_and_errors() -> None:
-    text = "\n".join([
-        "2024-03-26T13:57:26+00:00",
-        "# Port counters: Lid 32 port 255 (CapMask: 0x1400)",
-        "PortSelect:......................255",
-        "SymbolErrorCounter:..............5",
-        "# 2024-03-26T14:00:00Z",
-        "# Port extended counters: local port 1 (CapMask: 0x5A00 CapMask2: 0x0000000)",
-        "PortXmitWait:....................9",
-        "ibwarn: [12345] mad_rpc: _do_madrpc failed; dport (Lid 7)",
-        "perfquery: iberror: failed: perfquery",
-        "",
-    ])
+    text = (
+        "2024-03-26T13:57:26+00:00\n"
+        "# Port counters: Lid 32 port 255 (CapMask: 0x1400)\n"
+        "PortSelect:......................255\n"
+        "SymbolErrorCounter:..............5\n"
+        "# 2024-03-26T14:00:00Z\n"
+        "# Port extended counters: local port 1 (CapMask: 0x5A00 CapMask2: 0x0000000)\n"
+        "PortXmitWait:....................9\n"
+        "ibwarn: [12345] mad_rpc: _do_madrpc failed; dport (Lid 7)\n"
+        "perfquery: iberror: failed: perfquery\n"
+    )
     res = perfquery.parse(text, "s")
     assert res.problems == []
     agg, loc = counters(res)
-    assert (agg.lid, agg.port, agg.extended, agg.value, agg.timestamp) == (32, None, False, 5, "2024-03-26T13:57:26+00:00")
+    assert (agg.lid, agg.port, agg.extended, agg.value, agg.timestamp) == (
+        32,
+        None,
+        False,
+        5,
+        "2024-03-26T13:57:26+00:00",
+    )
     assert (loc.lid, loc.port, loc.extended, loc.timestamp) == (None, 1, True, "2024-03-26T14:00:00Z")
-    assert [(e.line, e.tool) for e in res.records if isinstance(e, ToolError)] == [(8, "perfquery"), (9, "perfquery")]
+    assert [(e.line, e.tool) for e in res.records if isinstance(e, ToolError)] == [
+        (8, "perfquery"),
+        (9, "perfquery"),
+    ]
 
 
 def test_crlf_gives_the_same_records() -> None:
     text = read("perfquery_x_extended_0x7cfe9003009ce5b0.out")
     a = [(c.line, c.port, c.counter, c.value) for c in counters(perfquery.parse(text, "s"))]
-    b = [(c.line, c.port, c.counter, c.value) for c in counters(perfquery.parse(text.replace("\n", "\r\n"), "s"))]
+    b = [
+        (c.line, c.port, c.counter, c.value)
+        for c in counters(perfquery.parse(text.replace("\n", "\r\n"), "s"))
+    ]
     assert a == b
 
 
@@ -147,16 +182,24 @@ def test_sniff_own_and_others() -> None:
         for path in sample_files(folder.name):
             head = path.read_text(encoding="utf-8", errors="replace")[:65536]
             assert perfquery.sniff(head) < 40, f"perfquery claims {folder.name}/{path.name}"
-    smpquery = ("# Port info: Lid 2 port 1\nLinkState:.......................Active\n"
-                "PhysLinkState:...................LinkUp\nLinkWidthActive:.................4X\n")
-    ibqueryerrors = ('Errors for 0x7cfe9003009ce5b0 "SwitchIB Mellanox Technologies"\n'
-                     "   GUID 0x7cfe9003009ce5b0 port 1: [SymbolErrorCounter == 5] [LinkDownedCounter == 1]\n"
-                     "## Summary: 1 nodes checked, 1 bad nodes found\n")
+    smpquery = (
+        "# Port info: Lid 2 port 1\nLinkState:.......................Active\n"
+        "PhysLinkState:...................LinkUp\nLinkWidthActive:.................4X\n"
+    )
+    ibqueryerrors = (
+        'Errors for 0x7cfe9003009ce5b0 "SwitchIB Mellanox Technologies"\n'
+        "   GUID 0x7cfe9003009ce5b0 port 1: [SymbolErrorCounter == 5] [LinkDownedCounter == 1]\n"
+        "## Summary: 1 nodes checked, 1 bad nodes found\n"
+    )
     assert perfquery.sniff(smpquery) == 0 and perfquery.sniff(ibqueryerrors) == 0
 
 
-_SAMPLE_LINES = sorted({line for p in sample_files("perfquery") for line in p.read_text(encoding="utf-8").split("\n")})
-_mixed_text = st.lists(st.one_of(st.sampled_from(_SAMPLE_LINES), st.text(max_size=40)), max_size=40).map("\n".join)
+_SAMPLE_LINES = sorted(
+    {line for p in sample_files("perfquery") for line in p.read_text(encoding="utf-8").split("\n")}
+)
+_mixed_text = st.lists(st.one_of(st.sampled_from(_SAMPLE_LINES), st.text(max_size=40)), max_size=40).map(
+    "\n".join
+)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -174,5 +217,7 @@ def test_parse_never_raises_and_sniff_is_bounded(text: str) -> None:
 
 @pytest.mark.parametrize("value", ["0x10", "-1", "12abc"])
 def test_unparseable_value_is_a_problem(value: str) -> None:
-    res = perfquery.parse(f"# Port counters: Lid 1 port 1 (CapMask: 0x00)\nSymbolErrorCounter:....{value}\n", "s")
+    res = perfquery.parse(
+        f"# Port counters: Lid 1 port 1 (CapMask: 0x00)\nSymbolErrorCounter:....{value}\n", "s"
+    )
     assert res.records == [] and len(res.problems) == 1 and "unparseable value" in res.problems[0]

@@ -7,7 +7,7 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding, hosts_label, sval, val
 from diagnose.evidence.extractors import extractor
 from diagnose.models.counters import ERROR_COUNTERS, counter_bits
-from diagnose.models.diagnosis import Finding, Location
+from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 
 def _nccl_devices(ctx: Context) -> dict[str, set[str]]:
@@ -123,7 +123,8 @@ def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], pd.Series], dict[st
             by_lid[(sval(row["host"]) or "", int(row["lid"]))] = row
             by_lid.setdefault(("*", int(row["lid"])), row)
         for g in ("port_guid", "node_guid"):
-            if sval(row.get(g)):
+            guid = sval(row.get(g))
+            if guid and guid.strip("0x"):  # all-zero GUIDs (Down RoCE ports) identify nothing
                 by_guid.setdefault(str(row[g]).lower(), row)
     return by_lid, by_guid
 
@@ -140,16 +141,22 @@ def port_counters(ctx: Context) -> list[Finding]:
     pc["host_k"] = pc["host"].fillna("")
     keys = ["host_k", "guid_k", "lid_k", "port_k", "counter"]
     pc = pc.sort_values(keys + ["snapshot", "line"], kind="stable")
-    g = pc.groupby(keys, sort=True)
-    agg = g.agg(first=("value", "first"), last=("value", "last"), snaps=("snapshot", "nunique"),
-                extended=("extended", "last"))
+    err_rows = pc[pc["counter"].isin(ERROR_COUNTERS)].reset_index(drop=True)
     by_lid, by_guid = _port_index(ctx)
     out: list[Finding] = []
-    err = agg[agg.index.get_level_values("counter").isin(ERROR_COUNTERS) & (agg["last"] > 0)]
-    for key, row in err.iterrows():
+    n_err = 0
+    # vectorised per-(port, counter) summary; Python only touches ports whose counter is non-zero
+    grouped = err_rows.groupby(keys, sort=True)
+    agg = grouped.agg(first=("value", "first"), last=("value", "last"), snaps=("snapshot", "nunique"),
+                      extended=("extended", "last"))
+    positions = grouped.indices
+    src, lines, texts = (err_rows[c].to_numpy() for c in ("source", "line", "text"))
+    agg = agg[agg["last"] > 0]
+    for key, first, last, snaps, extended in zip(agg.index, agg["first"].to_numpy(), agg["last"].to_numpy(),
+                                                  agg["snaps"].to_numpy(), agg["extended"].to_numpy(), strict=True):
+        n_err += 1
         host, guid, lid, port, counter = key
-        sel = pc[(pc["host_k"] == host) & (pc["guid_k"] == guid) & (pc["lid_k"] == lid)
-                 & (pc["port_k"] == port) & (pc["counter"] == counter)]
+        first, last, snaps = int(first), int(last), int(snaps)
         info = by_guid.get(guid) if guid else None
         if info is None and lid >= 0:
             info = by_lid.get((host, lid)) if host else None
@@ -158,10 +165,9 @@ def port_counters(ctx: Context) -> list[Finding]:
         device = str(info["device"]) if info is not None else None
         hca_port = port if port >= 0 else None
         is_switch = info is None and guid != "" and not host
-        first, last, snaps = int(row["first"]), int(row["last"]), int(row["snaps"])
         delta = last - first if snaps > 1 else None
         bits = counter_bits(counter)
-        saturated = (not bool(row["extended"])) and bits is not None and last >= (1 << bits) - 1
+        saturated = (not bool(extended)) and bits is not None and last >= (1 << bits) - 1
         where = " ".join(x for x in [dev_host or (f"guid {guid}" if guid else None), device,
                                      f"port {hca_port}" if hca_port is not None else None,
                                      f"(lid {lid})" if lid >= 0 else None] if x)
@@ -172,14 +178,15 @@ def port_counters(ctx: Context) -> list[Finding]:
         }
         if delta is not None:
             attrs["delta"] = delta
+        pos = sorted(positions[key], key=lambda i: (src[i], lines[i]))[-4:]
+        ev = [EvidenceRef(file=str(src[i]), line=int(lines[i]), text=str(texts[i]), finding="port_counter_errors")
+              for i in pos]
         out.append(finding(
             "port_counter_errors",
             f"{counter} = {last}{' (saturated)' if saturated else ''} on {where}{trend}.",
-            sel.tail(4),
-            Location(host=dev_host, device=device, port=hca_port),
-            attrs,
+            None, Location(host=dev_host, device=device, port=hca_port), attrs, evidence=ev,
         ))
-    errs_any = bool(len(err))
+    errs_any = n_err > 0
     n_ports = pc.groupby(["host_k", "guid_k", "lid_k", "port_k"]).ngroups
     if not errs_any:
         out.append(finding(
@@ -187,7 +194,7 @@ def port_counters(ctx: Context) -> list[Finding]:
             f"Error counters are zero on all {n_ports} port(s) queried.",
             pc[pc["counter"] == "symbol_error"].head(3), attrs={"ports": n_ports},
         ))
-    elif int(agg["snaps"].max()) > 1 and not any(f.attrs.get("rising") for f in out):
+    elif int(pc["snapshot"].max()) > 0 and not any(f.attrs.get("rising") for f in out):
         out.append(finding(
             "port_counters_stable",
             f"Error counters on {n_ports} port(s) did not move between snapshots (old, not ongoing errors).",

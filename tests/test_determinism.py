@@ -1,0 +1,63 @@
+"""Same bundle, same bytes: at scale (well over 10k facts' worth of evidence) and across runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagnose.pipeline import gather, triage
+from diagnose.render import render_json
+
+HOSTS = 448
+HCAS = 8
+
+_COUNTERS = (
+    "PortXmitData:....................{xd}\nPortRcvData:.....................{rd}\n"
+    "SymbolErrorCounter:..............{sym}\nLinkErrorRecoveryCounter:........{ler}\n"
+    "LinkDownedCounter:...............0\nPortRcvErrors:...................{rcv}\n"
+    "PortXmitDiscards:................{disc}\nLocalLinkIntegrityErrors:........0\n"
+    "ExcessiveBufferOverrunErrors:....0\nPortXmitWait:....................{wait}\n"
+)
+
+
+def _bundle(root: Path) -> Path:
+    """HOSTS hosts x HCAS ports, two perfquery snapshots each, errors on many ports, one cable rising fast."""
+    for h in range(HOSTS):
+        host = f"gpu-c{h:03d}"
+        d = root / host
+        d.mkdir(parents=True)
+        ib = []
+        pq = []
+        for snap in range(2):
+            pq.append(f"Sun Nov 29 10:{10 + snap * 5}:00 UTC 2026\n")
+            for i in range(HCAS):
+                lid = 100 + h * HCAS + i
+                bad = h == 77 and i == 3
+                sym = (5 + i) + (4000 * snap if bad else 0)
+                pq.append(f"# Port extended counters: Lid {lid} port 1 (CapMask: 0x5A00 CapMask2: 0x0000000)\n")
+                pq.append(_COUNTERS.format(xd=10**9 * (snap + 1), rd=10**9 * (snap + 1), sym=sym,
+                                           ler=(1 + snap * 30) if bad else i % 2, rcv=i % 3, disc=i % 4,
+                                           wait=1000 * (snap + 1)))
+        for i in range(HCAS):
+            ib.append(
+                f"CA 'mlx5_{i}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tFirmware version: 28.39.1002\n"
+                f"\tHardware version: 0\n\tNode GUID: 0x946dae0300{h:03x}{i:03x}\n\tSystem image GUID: 0x946dae0300{h:03x}{i:03x}\n"
+                f"\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tBase lid: {100 + h * HCAS + i}\n"
+                f"\t\tLMC: 0\n\t\tSM lid: 1\n\t\tCapability mask: 0xa751e848\n\t\tPort GUID: 0x946dae0300{h:03x}{i:03x}\n"
+                "\t\tLink layer: InfiniBand\n"
+            )
+        (d / "ibstat.txt").write_text("".join(ib))
+        (d / "perfquery.txt").write_text("".join(pq))
+    return root
+
+
+def test_large_bundle_is_byte_identical_and_localised(tmp_path: Path, catalog) -> None:
+    b = _bundle(tmp_path / "bundle")
+    ev = gather([b])
+    assert len(ev.findings) > 10_000  # every erroring port counter becomes a fact in durable-rules
+    first = render_json(triage([b], "AllReduce slow on 448 nodes", catalog=catalog))
+    second = render_json(triage([b], "AllReduce slow on 448 nodes", catalog=catalog))
+    assert first == second
+    d = triage([b], "AllReduce slow on 448 nodes", catalog=catalog)
+    top = d.causes[0]
+    assert top.id == "link.bad_cable" and top.verdict == "confirmed"
+    assert (top.location.host, top.location.device, top.location.port) == ("gpu-c077", "mlx5_3", 1)
