@@ -341,7 +341,7 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
         m = _STARTING_RE.match(line)
         if m:
             if run is not None and not run.closed:
-                finish_open(run, problems)
+                _finish_open(run, problems)
             finish(run)
             run = None
             pending_collective = _collective(m.group("prog"))
@@ -356,7 +356,7 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
         m = _NTHREAD_RE.match(line)
         if m:
             if run is not None and not run.closed:
-                finish_open(run, problems)
+                _finish_open(run, problems)
             start_run(
                 line_no,
                 raw,
@@ -449,12 +449,12 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
             elif run.collective is None and not run.n_rows:
                 run.collective = m.group("coll")
     if run is not None and not run.closed:
-        finish_open(run, problems)
+        _finish_open(run, problems)
     finish(run)
     records[:] = [r for r in records if r is not None]
 
 
-def finish_open(run: _Run, problems: list[str]) -> None:
+def _finish_open(run: _Run, problems: list[str]) -> None:
     if run.summary_pending is None and not run.has_summary and (run.n_rows or run.has_header):
         problems.append(
             f"run {run.index}: no '# Avg bus bandwidth' footer (output truncated or the test aborted)"

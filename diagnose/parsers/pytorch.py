@@ -485,6 +485,14 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
                 continue
             close_desync()
         if i in consumed:
+            # folded into an NCCL error as its "Last error:" text; a CUDA failure in it is still evidence
+            ce = _cuda_error(body)
+            if ce is not None:
+                records.append(
+                    CudaError(
+                        source=source, line=i + 1, text=clip(lp.raw), host=host, code=ce[0], message=ce[1]
+                    )
+                )
             continue
         rank = _rank_of(lp)
 

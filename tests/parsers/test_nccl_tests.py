@@ -275,8 +275,10 @@ def test_never_raises_on_table_fragments(text: str):
 @pytest.mark.parametrize(
     "head",
     [
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw"
-        " #wrong\n",
+        (
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+            "   busbw #wrong\n"
+        ),
         "# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n",
     ],
     ids=["table-header-only", "nthread-header-only"],

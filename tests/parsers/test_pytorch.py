@@ -283,3 +283,22 @@ def test_never_raises_on_arbitrary_text(text: str):
 def test_never_raises_on_log_like_fragments(text: str):
     res = pytorch.parse(text, "fuzz")
     assert not any("stopped early" in p for p in res.problems)
+
+
+def test_cuda_failure_inside_last_error_is_also_a_cuda_error():
+    text = (
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:3763, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+        "[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.\n"
+        "[rank0]: Last error:\n"
+        "[rank0]: Cuda failure 'system not yet initialized'\n"
+    )
+    res = pytorch.parse(text, "x")
+    [err] = _of(res, PgError)
+    assert (err.rank, err.nccl_error, err.last_error) == (
+        0,
+        "unhandled cuda error",
+        "Cuda failure 'system not yet initialized'",
+    )
+    [cuda] = _of(res, CudaError)
+    assert (cuda.line, cuda.code) == (4, 802)
