@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diagnose.parsers import nccl_log
+from diagnose.parsers._common import EnvSetting
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def _parse(name: str):
+    text = (DATA / "nccl_log" / name).read_text()
+    return nccl_log.parse(text, name)
+
+
+def test_roce_init_sample() -> None:
+    res = _parse("slurmv4_nccl2.27.5_roce_init.log")
+    kinds = Counter(type(r).__name__ for r in res.records)
+    assert kinds["NcclNetInit"] == 8 and kinds["NcclInitRank"] == 8
+    init = next(r for r in res.records if isinstance(r, nccl_log.NcclNetInit))
+    assert init.line == 1 and init.host == "tpgds-aihub0008" and init.pid == 207008 and init.dev == 1
+    assert init.net == "IB"
+    assert init.devices == ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_11")
+    assert set(init.link_layers) == {"RoCE"} and init.oob_if == "enp25s0np0" and init.oob_ip == "10.99.91.63"
+    rank9 = next(r for r in res.records if isinstance(r, nccl_log.NcclInitRank) and r.rank == 9)
+    assert (rank9.nranks, rank9.cuda_dev, rank9.bus_id, rank9.phase) == (16, 1, "2a000", "START")
+    hca = [r for r in res.records if isinstance(r, EnvSetting) and r.name == "NCCL_IB_HCA"]
+    assert hca and hca[0].value.startswith("mlx5_0,mlx5_1") and hca[0].origin == "nccl_log"
+
+
+def test_channels_and_gdrdma() -> None:
+    res = _parse("slurmv4_nccl2.27.5_roce_init_complete.log")
+    ch = [r for r in res.records if isinstance(r, nccl_log.NcclChannel)]
+    assert ch[0].line == 2 and (ch[0].channel, ch[0].rank, ch[0].peer, ch[0].transport) == (2, 8, 9, "P2P")
+    net = [c for c in ch if c.transport == "NET"]
+    assert net and all(c.net == "IB" and c.gdr for c in net)
+    rings = [r for r in res.records if isinstance(r, nccl_log.NcclRingsConnected)]
+    assert rings[0].pxn == 0 and rings[0].gdr == 1
+
+
+def test_warn_lines_with_timestamp_and_wrapped_completion_error() -> None:
+    res = _parse("slurmv4_socketPollConnect_warn.log")
+    warns = [r for r in res.records if isinstance(r, nccl_log.NcclWarn)]
+    assert len(warns) == 6
+    assert warns[0].timestamp == "2026-02-25 16:33:59" and warns[0].src == "misc/socket.cc:578"
+    assert warns[0].message.startswith("socketPollConnect: connect to 10.82.101.249<54709> returned Connection refused")
+    res = _parse("stas00_net_ib_completion_error.md")
+    w = next(r for r in res.records if isinstance(r, nccl_log.NcclWarn))
+    assert "with error 12" in w.message and w.host == "node-2"
+    trace = [r for r in res.records if isinstance(r, nccl_log.NcclErrorTrace)]
+    assert [(t.src, t.code) for t in trace][:1] == [("transport/net.cc:1134", 6)]
+
+
+def test_variations_launcher_prefixes_socket_and_gdr_disabled() -> None:
+    text = (
+        "[1,0]<stdout>:gpu-a01:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.5<0>\n"
+        "0: gpu-a01:1234:1234 [0] NCCL INFO Using network Socket\n"
+        "[default0]:gpu-a01:1234:1240 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"
+        "gpu-a02:99:99 [3] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n"
+        "gpu-a02:99:99 [3] NCCL INFO Connected all rings, use ring PXN 0 GDR 0\n"
+        "gpu-a02:99:99 [3] NCCL INFO NET/IB : No device found.\n"
+        "gpu-a02:99:99 [3] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n"
+    )
+    res = nccl_log.parse(text, "job.out")
+    by = {type(r).__name__: r for r in res.records}
+    assert by["NcclNetInit"].net == "Socket" and by["NcclNetInit"].devices == ("eth0",)
+    assert by["NcclUsingNetwork"].net == "Socket"
+    assert by["NcclChannel"].net == "Socket" and by["NcclChannel"].net_dev == 0 and not by["NcclChannel"].gdr
+    assert by["NcclGdrStatus"].enabled is False and by["NcclGdrStatus"].device == "mlx5_0"
+    assert by["NcclRingsConnected"].gdr == 0
+    assert by["NcclNetNoDevice"].net == "IB"
+    assert by["EnvSetting"].name == "NCCL_IB_DISABLE" and by["EnvSetting"].value == "1"
+
+
+def test_sniff_claims_nccl_logs_only() -> None:
+    assert nccl_log.sniff((DATA / "nccl_log" / "slurmv4_nccl2.27.5_roce_init.log").read_text()) >= 90
+    for other in ("ibstat", "perfquery", "dmesg", "df", "ulimit", "env"):
+        for f in (DATA / other).iterdir():
+            if f.is_file() and f.name != "README.md":
+                assert nccl_log.sniff(f.read_text(errors="replace")[:65536]) < 40, f
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_parse_never_raises(text: str) -> None:
+    res = nccl_log.parse(text, "x")
+    assert res.format == "nccl_log"
+    assert 0 <= nccl_log.sniff(text) <= 100
