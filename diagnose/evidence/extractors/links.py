@@ -10,37 +10,57 @@ from diagnose.models.counters import ERROR_COUNTERS, counter_bits
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 
-def _nccl_devices(ctx: Context) -> dict[str, set[str]]:
-    """host -> HCA names NCCL uses or is told to use ('*' = every host)."""
-    res: dict[str, set[str]] = {}
+def _nccl_devices(ctx: Context) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(host -> HCAs NCCL listed in 'NET/IB : Using', host -> HCAs named by NCCL_IB_HCA); '*' = any host."""
+    listed: dict[str, set[str]] = {}
+    forced: dict[str, set[str]] = {}
     init = ctx.frame("NcclNetInit")
     if not init.empty:
         for host, net, devs in zip(init["host"].fillna("*"), init["net"], init["devices"], strict=True):
             if net == "IB":
-                res.setdefault(host, set()).update(devs)
+                listed.setdefault(host, set()).update(devs)
     env = ctx.frame("EnvSetting")
     if not env.empty:
         hca = env[env["name"] == "NCCL_IB_HCA"]
-        for host, val in zip(hca["host"].fillna("*"), hca["value"].astype(str), strict=True):
-            names = {v.split(":")[0].lstrip("=^") for v in val.split(",") if v.strip()}
-            res.setdefault(host, set()).update(n for n in names if n)
-    return res
+        for host, value in zip(hca["host"].fillna("*"), hca["value"].astype(str), strict=True):
+            if value.lstrip("=").startswith("^"):
+                continue  # an exclusion list names what NCCL must not use
+            names = {v.split(":")[0].lstrip("=") for v in value.split(",") if v.strip()}
+            forced.setdefault(host, set()).update(n for n in names if n)
+    return listed, forced
 
 
 def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
-    used = _nccl_devices(ctx)
+    """Is each port one the job uses or should be using?
+
+    NCCL_IB_HCA, when set, decides. Otherwise NCCL lists only the ports that are up, so a Down port is
+    relevant when it is the same HCA model and link layer as the ones NCCL lists (a missing rail), and
+    not when it is, say, an Ethernet management NIC of another model.
+    """
+    if ports.empty:
+        return pd.Series(dtype=bool)
+    listed, forced = _nccl_devices(ctx)
     roce = False
     init = ctx.frame("NcclNetInit")
     if not init.empty:
         roce = bool(init["link_layers"].map(lambda t: "RoCE" in t).any())
-
-    def rel(row: pd.Series) -> bool:
-        devs = used.get(sval(row["host"]) or "*") or used.get("*")
-        if devs:
-            return str(row["device"]) in devs
-        return sval(row["link_layer"]) != "Ethernet" or roce
-
-    return ports.apply(rel, axis=1) if not ports.empty else pd.Series(dtype=bool)
+    host = ports["host"].map(sval).fillna("*")
+    kinds: set[tuple[str | None, str | None]] = set()
+    for h, dev, ca, ll in zip(host, ports["device"], ports["ca_type"], ports["link_layer"], strict=True):
+        if dev in (listed.get(h) or listed.get("*") or ()):
+            kinds.add((sval(ca), sval(ll)))
+    out = []
+    for h, dev, ca, ll, state in zip(host, ports["device"], ports["ca_type"], ports["link_layer"], ports["state"],
+                                     strict=True):
+        f = forced.get(h) or forced.get("*")
+        lst = listed.get(h) or listed.get("*")
+        if f:
+            out.append(dev in f)
+        elif lst:
+            out.append(dev in lst or (sval(state) != "Active" and (sval(ca), sval(ll)) in kinds))
+        else:
+            out.append(sval(ll) != "Ethernet" or roce)
+    return pd.Series(out, index=ports.index, dtype=bool)
 
 
 @extractor
