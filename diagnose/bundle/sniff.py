@@ -21,6 +21,7 @@ _NAME_HINTS: dict[str, tuple[str, ...]] = {
     "ulimit": ("ulimit", "limits"),
     "env": ("env", "sbatch", "launch", ".sh"),
     "pytorch_log": ("rank", "train", "torch"),
+    "lsmod": ("lsmod", "modules"),
 }
 
 

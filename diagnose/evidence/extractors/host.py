@@ -98,4 +98,22 @@ def peermem(ctx: Context) -> list[Finding]:
         ok = pm[pm["category"] == "loaded"]
         if not ok.empty and err.empty:
             out.append(finding("peermem_loaded", "nvidia-peermem is loaded.", ok, Location(host=_one_host(ok["host"]))))
+    mods = ctx.frame("KernelModule")
+    if not mods.empty:
+        for host, grp in mods.groupby(mods["host"].fillna(mods["source"]), sort=True):
+            names = set(grp["name"])
+            if "nvidia" not in names:
+                continue  # not a GPU node's module list
+            peer = grp[grp["name"].isin(["nvidia_peermem", "nv_peer_mem"])]
+            hname = sval(grp["host"].iloc[0])
+            if peer.empty:
+                out.append(finding(
+                    "peermem_not_loaded",
+                    f"lsmod{' on ' + hname if hname else ''} lists the nvidia driver but neither nvidia_peermem nor"
+                    " nv_peer_mem: GPUDirect RDMA can only work through DMA-BUF.",
+                    grp[grp["name"] == "nvidia"], Location(host=hname),
+                ))
+            else:
+                out.append(finding("peermem_loaded", f"{peer.iloc[0]['name']} is loaded"
+                                   f"{' on ' + hname if hname else ''}.", peer, Location(host=hname)))
     return out
