@@ -115,7 +115,11 @@ def gdr_usage(ctx: Context) -> list[Finding]:
     return out
 
 
-_COMPLETION = re.compile(r"completion (?:from peer (?P<peer>\S+) )?with error (?P<st>\d+)", re.I)
+_COMPLETION = re.compile(
+    r"completion (?:from peer (?P<peer>\S+?),? )?with (?:error |status=)(?P<st>\d+)"
+    r"(?:.*?\bhca (?P<hca>[\w.\-]+))?(?:.*?localGid (?P<lgid>[0-9a-fA-F:.]+))?",
+    re.I,
+)
 _STATUS = {
     "12": "IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded)",
     "13": "IBV_WC_RNR_RETRY_EXC_ERR (receiver not ready)",
@@ -127,7 +131,8 @@ _STATUS = {
 
 @extractor
 def ib_completion_errors(ctx: Context) -> list[Finding]:
-    """NCCL 'Got completion ... with error N': one finding per (host, status)."""
+    """NCCL 'Got completion ... with error N' (older) / 'with status=N ... hca mlx5_x' (2.19+):
+    one finding per (host, HCA, status); a link-local local GID on RoCE is reported on its own."""
     msgs = ctx.messages
     if msgs.empty:
         return []
@@ -135,19 +140,28 @@ def ib_completion_errors(ctx: Context) -> list[Finding]:
     hit = msgs[ext["st"].notna()].copy()
     if hit.empty:
         return []
-    hit["status"] = ext.loc[hit.index, "st"]
-    hit["peer"] = ext.loc[hit.index, "peer"]
+    for col in ("st", "peer", "hca", "lgid"):
+        hit[col] = ext.loc[hit.index, col]
     link_layer = _host_link_layers(ctx)
     out = []
-    for (host, status), grp in hit.groupby([hit["host"].fillna(""), "status"], sort=True):
+    for (host, hca, status), grp in hit.groupby([hit["host"].fillna(""), hit["hca"].fillna(""), "st"], sort=True):
         ll = link_layer.get(host) or link_layer.get("*")
         peers = sorted({str(p) for p in grp["peer"].dropna()})
         out.append(finding(
             "ib_completion_error",
             f"{len(grp)} NCCL work completion(s) with error {status} — {_STATUS.get(status, 'verbs error')}"
-            + (f" on {host}" if host else "") + (f", peers {', '.join(peers[:3])}" if peers else "") + ".",
-            grp, Location(host=host or None),
+            + (f" on {host}" if host else "") + (f" {hca}" if hca else "")
+            + (f", peers {', '.join(peers[:3])}" if peers else "") + ".",
+            grp, Location(host=host or None, device=hca or None),
             {"status": int(status), "link_layer": ll, "roce": ll == "RoCE", "peers": len(peers)},
+        ))
+    ll_hits = hit[hit["lgid"].fillna("").str.lower().str.startswith("fe80")]
+    if not ll_hits.empty:
+        out.append(finding(
+            "roce_link_local_gid",
+            f"{len(ll_hits)} failed completion(s) name a link-local local GID ({ll_hits['lgid'].iloc[0]}): the queue pairs"
+            " use the RoCE v1 / IPv6 link-local GID, which does not route between subnets.",
+            ll_hits, Location(host=_one_host(ll_hits["host"])), {"lines": len(ll_hits)},
         ))
     return out
 
