@@ -93,9 +93,12 @@ def infer(
         spec = sc.spec
         sup = _ordered(sc, sc.supports, list(spec.evidence.supports))
         if sc.supports and sc.verdict != "ruled_out":
-            summary_parts = []
-            for _cid, fs in sup[:3]:
-                summary_parts.append(fs[0].summary)
+            summary_parts: list[str] = []
+            seen_f: set[str] = set()
+            for _cid, fs in sup:
+                if fs[0].id not in seen_f and len(summary_parts) < 3:
+                    seen_f.add(fs[0].id)
+                    summary_parts.append(fs[0].summary)
             causes.append(CauseResult(
                 id=spec.id, title=spec.title, score=sc.score, confidence=sc.confidence,  # type: ignore[arg-type]
                 verdict=sc.verdict,  # type: ignore[arg-type]

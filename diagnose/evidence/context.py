@@ -51,6 +51,18 @@ def sval(v: object) -> str | None:
     return None if v is None else str(v)
 
 
+def primary(df: pd.DataFrame) -> pd.DataFrame:
+    """Drop framework echoes of a message when the primary source line is there.
+
+    PyTorch repeats NCCL's last error inside its own exception text; when NCCL's WARN (or the kernel's
+    line) is present, the echo would double-count the same event.
+    """
+    if df.empty or "origin" not in df:
+        return df
+    first_hand = df[df["origin"] != "pytorch"]
+    return first_hand if not first_hand.empty else df
+
+
 def refs(df: pd.DataFrame, kind: str, limit: int = MAX_REFS) -> list[EvidenceRef]:
     """Evidence references for the first ``limit`` rows of ``df`` in file/line order."""
     if df.empty:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding, sval
+from diagnose.evidence.context import Context, finding, primary, sval
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding, Location
 
@@ -43,8 +43,9 @@ def shm(ctx: Context) -> list[Finding]:
             ))
     msgs = ctx.messages
     if not msgs.empty:
-        hit = msgs[msgs["message"].str.contains(_SHM_ERR, case=False, na=False)
-                   & msgs["message"].str.contains(r"fail|error|No space|unable|cannot|Bus error", case=False, na=False)]
+        hit = primary(msgs[msgs["message"].str.contains(_SHM_ERR, case=False, na=False)
+                           & msgs["message"].str.contains(r"fail|error|No space|unable|cannot|Bus error", case=False,
+                                                          na=False)])
         if not hit.empty:
             out.append(finding(
                 "shm_error",
@@ -72,8 +73,8 @@ def memlock(ctx: Context) -> list[Finding]:
             ))
     msgs = ctx.messages
     if not msgs.empty:
-        hit = msgs[msgs["message"].str.contains(_MEMLOCK_ERR, case=False, na=False)
-                   & msgs["message"].str.contains(r"fail|error|Cannot|unable", case=False, na=False)]
+        hit = primary(msgs[msgs["message"].str.contains(_MEMLOCK_ERR, case=False, na=False)
+                           & msgs["message"].str.contains(r"fail|error|Cannot|unable", case=False, na=False)])
         if not hit.empty:
             out.append(finding(
                 "ib_mem_registration_failed",

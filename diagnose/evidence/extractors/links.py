@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from diagnose.evidence.context import Context, finding, hosts_label, sval, val
@@ -149,6 +151,28 @@ def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], pd.Series], dict[st
     return by_lid, by_guid
 
 
+_EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
+_LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
+
+
+def _snapshot_order(pc: pd.DataFrame) -> pd.Series:
+    """A global order of counter snapshots, across files: the time printed before each snapshot
+    (``date`` output) when there is one, else names such as before/after, then the file's own order."""
+    ts = pd.to_datetime(pc["timestamp"], errors="coerce", utc=True, format="mixed") if "timestamp" in pc else None
+    name = pc["source"].astype(str).str.rsplit("/", n=1).str[-1]
+    hint = name.map(lambda n: 0 if _EARLY.search(n) else 2 if _LATE.search(n) else 1)
+    frame = pd.DataFrame({
+        "ts": ts if ts is not None else pd.NaT,
+        "hint": hint, "source": pc["source"].astype(str), "snapshot": pc["snapshot"],
+    })
+    frame["ts_i"] = frame["ts"].map(lambda t: t.value if not pd.isna(t) else -1)
+    key = frame[["ts_i", "hint", "source", "snapshot"]].drop_duplicates().sort_values(["ts_i", "hint", "source", "snapshot"])
+    # rank per port group only matters relatively; a dense global rank keeps it simple
+    ranks = {tuple(r): i for i, r in enumerate(key.itertuples(index=False, name=None))}
+    return pd.Series([ranks[t] for t in zip(frame["ts_i"], frame["hint"], frame["source"], frame["snapshot"], strict=True)],
+                     index=pc.index)
+
+
 @extractor
 def port_counters(ctx: Context) -> list[Finding]:
     pc = ctx.frame("PortCounter")
@@ -159,15 +183,16 @@ def port_counters(ctx: Context) -> list[Finding]:
     pc["port_k"] = pc["port"].fillna(-1).astype(int)
     pc["guid_k"] = pc["guid"].fillna("").astype(str).str.lower()
     pc["host_k"] = pc["host"].fillna("")
+    pc["order_k"] = _snapshot_order(pc)
     keys = ["host_k", "guid_k", "lid_k", "port_k", "counter"]
-    pc = pc.sort_values(keys + ["snapshot", "line"], kind="stable")
+    pc = pc.sort_values(keys + ["order_k", "line"], kind="stable")
     err_rows = pc[pc["counter"].isin(ERROR_COUNTERS)].reset_index(drop=True)
     by_lid, by_guid = _port_index(ctx)
     out: list[Finding] = []
     n_err = 0
     # vectorised per-(port, counter) summary; Python only touches ports whose counter is non-zero
     grouped = err_rows.groupby(keys, sort=True)
-    agg = grouped.agg(first=("value", "first"), last=("value", "last"), snaps=("snapshot", "nunique"),
+    agg = grouped.agg(first=("value", "first"), last=("value", "last"), snaps=("order_k", "nunique"),
                       extended=("extended", "last"))
     positions = grouped.indices
     src, lines, texts = (err_rows[c].to_numpy() for c in ("source", "line", "text"))
@@ -198,7 +223,7 @@ def port_counters(ctx: Context) -> list[Finding]:
         }
         if delta is not None:
             attrs["delta"] = delta
-        pos = sorted(positions[key], key=lambda i: (src[i], lines[i]))[-4:]
+        pos = list(positions[key])[-4:]  # oldest snapshot first
         ev = [EvidenceRef(file=str(src[i]), line=int(lines[i]), text=str(texts[i]), finding="port_counter_errors")
               for i in pos]
         out.append(finding(
@@ -214,7 +239,7 @@ def port_counters(ctx: Context) -> list[Finding]:
             f"Error counters are zero on all {n_ports} port(s) queried.",
             pc[pc["counter"] == "symbol_error"].head(3), attrs={"ports": n_ports},
         ))
-    elif int(pc["snapshot"].max()) > 0 and not any(f.attrs.get("rising") for f in out):
+    elif int(pc["order_k"].max()) > 0 and not any(f.attrs.get("rising") for f in out):
         out.append(finding(
             "port_counters_stable",
             f"Error counters on {n_ports} port(s) did not move between snapshots (old, not ongoing errors).",

@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding, hosts_label, refs
+from diagnose.evidence.context import Context, finding, hosts_label, primary, refs
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding, Location
 
@@ -137,7 +137,7 @@ def ib_completion_errors(ctx: Context) -> list[Finding]:
     if msgs.empty:
         return []
     ext = msgs["message"].str.extract(_COMPLETION)
-    hit = msgs[ext["st"].notna()].copy()
+    hit = primary(msgs[ext["st"].notna()]).copy()
     if hit.empty:
         return []
     for col in ("st", "peer", "hca", "lgid"):
