@@ -22,6 +22,7 @@ _NAME_HINTS: dict[str, tuple[str, ...]] = {
     "env": ("env", "sbatch", "launch", ".sh"),
     "pytorch_log": ("rank", "train", "torch"),
     "lsmod": ("lsmod", "modules"),
+    "fabric_manager_log": ("fabricmanager", "fabric-manager", "fabric_manager"),
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.evidence.context import Context, finding
+from diagnose.evidence.context import Context, finding, sval
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding, Location
 
@@ -49,4 +49,44 @@ def cuda_system_not_ready(ctx: Context) -> list[Finding]:
         nvls = msgs[msgs["message"].str.contains(r"NVLS.*(?:invalid argument|failed)|multicast.*fail", case=False, na=False)]
         if not nvls.empty:
             out.append(finding("nvls_setup_failed", f"NVLS/multicast setup failed ({len(nvls)} line(s)).", nvls))
+    return out
+
+
+@extractor
+def fabric_manager(ctx: Context) -> list[Finding]:
+    """Fabric Manager state per host, from its log and journal: the latest start decides."""
+    ev = ctx.frame("FmEvent")
+    if ev.empty:
+        return []
+    out: list[Finding] = []
+    for host, grp in ev.groupby(ev["host"].fillna(ev["source"]), sort=True):
+        hname = sval(grp["host"].iloc[0])
+        bad = grp[grp["category"].isin(["version_mismatch", "service_failed"])]
+        if not bad.empty:
+            kinds = sorted(set(bad["category"]))
+            out.append(finding(
+                "fm_not_running",
+                f"Fabric Manager{' on ' + hname if hname else ''} "
+                + ("refuses to run: its version does not match the driver" if "version_mismatch" in kinds
+                   else "failed to start") + ".",
+                bad, Location(host=hname), {"version_mismatch": "version_mismatch" in kinds},
+            ))
+            continue
+        starts = grp[grp["category"] == "started"]
+        ok = grp[grp["category"] == "configured"]
+        if not ok.empty:
+            out.append(finding(
+                "fm_running",
+                f"Fabric Manager{' on ' + hname if hname else ''} started and configured all NVSwitches"
+                + (f" ({len(starts)} start(s) in the log)" if len(starts) > 1 else "") + ".",
+                ok.tail(1), Location(host=hname), {"starts": len(starts)},
+            ))
+        errs = grp[grp["category"] == "nvswitch_error"]
+        if not errs.empty:
+            out.append(finding(
+                "nvswitch_errors",
+                f"Fabric Manager logged {len(errs)} NVSwitch error(s){' on ' + hname if hname else ''}.",
+                errs, Location(host=hname), {"lines": len(errs)},
+            ))
+        del host
     return out
