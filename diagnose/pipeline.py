@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -56,7 +56,7 @@ def _parse_file(bf: BundleFile, ev: Evidence) -> None:
         mod = parsers.by_format(fmt)
         try:
             res = mod.parse(bf.text, bf.path, bf.host_hint)
-        except Exception as exc:  # noqa: BLE001 - one parser bug never hides the other files
+        except Exception as exc:
             log.warning("parser_failed", file=bf.path, format=fmt, error=repr(exc))
             problems.append(f"{fmt} parser failed: {exc.__class__.__name__}: {exc}")
             continue
@@ -69,7 +69,7 @@ def _parse_file(bf: BundleFile, ev: Evidence) -> None:
 
 
 def gather(
-    paths: list[str | os.PathLike[str]],
+    paths: Sequence[str | os.PathLike[str]],
     symptom: str | None = None,
     symptom_source: str = "cli",
     limits: LoadLimits | None = None,
@@ -91,7 +91,7 @@ def gather(
     for name, fn in all_extractors():
         try:
             raw.extend(fn(ctx))
-        except Exception as exc:  # noqa: BLE001 - an extractor bug is reported, the others still run
+        except Exception as exc:
             log.warning("extractor_failed", extractor=name, error=repr(exc))
             raw.append(finding("extractor_failed", f"Extractor {name} failed: {exc.__class__.__name__}: {exc}",
                                attrs={"extractor": name}))
@@ -104,7 +104,7 @@ def gather(
     for f in raw:
         counts[f.kind] = counts.get(f.kind, 0) + 1
         ev.findings.append(f.model_copy(update={"id": f"{f.kind}#{counts[f.kind]}"}))
-    seen = {s.kind for s in ev.symptoms}
+    seen: set[str] = {s.kind for s in ev.symptoms}
     for f in ev.findings:
         kind = FINDING_SYMPTOMS.get(f.kind)
         if f.kind == "busbw_measured" and f.attrs.get("ratio") is not None and float(f.attrs["ratio"] or 1) < 0.6:
@@ -118,7 +118,7 @@ def gather(
 
 
 def triage(
-    paths: list[str | os.PathLike[str]],
+    paths: Sequence[str | os.PathLike[str]],
     symptom: str | None = None,
     symptom_source: str = "cli",
     catalog: Catalog | None = None,

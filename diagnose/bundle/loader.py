@@ -8,12 +8,11 @@ only a missing input path or an input with no readable file at all is a :class:`
 from __future__ import annotations
 
 import gzip
-
 import os
 import re
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -223,7 +222,7 @@ def _is_archive(p: Path) -> str | None:
     return None
 
 
-def load_inputs(paths: list[str | os.PathLike[str]], limits: LoadLimits | None = None) -> list[BundleFile]:
+def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | None = None) -> list[BundleFile]:
     """Load every input into BundleFiles, sorted by path (deterministic)."""
     limits = limits or LoadLimits()
     out: list[BundleFile] = []

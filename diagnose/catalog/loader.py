@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from diagnose.catalog.locate import catalog_root
 from diagnose.catalog.taxonomy import TAXONOMY
-from diagnose.models.rule import RuleSpec
+from diagnose.models.rule import Clause, ExpectClause, RuleSpec
 
 PLAYBOOK_SECTIONS = ("Confirm", "Mitigate", "Fix", "Verify", "Escalate", "Tell apart from", "References")
 PLAYBOOK_FRONT_KEYS = {"cause", "title", "risk", "needs_root", "maintenance_window"}
@@ -109,10 +109,9 @@ def load_rule_file(path: Path, root: Path) -> tuple[RuleSpec | None, list[Catalo
     if spec.id not in TAXONOMY:
         errors.append(CatalogError(rel, _line_of(node, ("id",)), f"id '{spec.id}' is not in the cause taxonomy"))
     for name, th in spec.thresholds.items():
-        used = any(
-            f"${name}" in str(c.where)
-            for c in [*spec.evidence.supports, *spec.evidence.against, *spec.evidence.expects]
-        )
+        clauses: list[Clause | ExpectClause] = [*spec.evidence.supports, *spec.evidence.against,
+                                                *spec.evidence.expects]
+        used = any(f"${name}" in str(c.where) for c in clauses)
         if not used:
             errors.append(CatalogError(rel, _line_of(node, ("thresholds", name)), f"threshold '{name}' is never used"))
         del th

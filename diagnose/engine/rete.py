@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from durable import engine as _dr
 
 from diagnose.models.diagnosis import Finding
-from diagnose.models.rule import RuleSpec
+from diagnose.models.rule import Clause, ExpectClause, RuleSpec
 
 _CATCH_ALL = "__any__"
 _counter = itertools.count()
@@ -66,7 +66,9 @@ def compile_rules(specs: Iterable[RuleSpec], thresholds: dict[str, dict[str, flo
     out: dict[str, dict[str, object]] = {}
     for spec in specs:
         th = thresholds.get(spec.id, {})
-        for c in [*spec.evidence.supports, *spec.evidence.against, *spec.evidence.expects]:
+        clauses: list[Clause | ExpectClause] = [*spec.evidence.supports, *spec.evidence.against,
+                                                *spec.evidence.expects]
+        for c in clauses:
             out[f"{spec.id}|{c.id}"] = {"all": [{"m": _condition(c.finding, dict(c.where), th)}]}
     return out
 
@@ -110,7 +112,7 @@ def match(specs: list[RuleSpec], findings: list[Finding], thresholds: dict[str, 
         rules[_CATCH_ALL] = {"all": [{"m": {"$ex": {"kind": 1}}}], "run": _noop}
         try:
             ruleset = _dr.Ruleset(name, None, rules)
-        except Exception as exc:  # noqa: BLE001 - the C engine raises bare Exceptions
+        except Exception as exc:
             raise EngineError(f"rule compilation failed: {exc}") from exc
         errors: list[BaseException] = []
 
@@ -132,6 +134,6 @@ def match(specs: list[RuleSpec], findings: list[Finding], thresholds: dict[str, 
         finally:
             try:
                 _dr.durable_rules_engine.delete_ruleset(ruleset._handle)
-            except Exception:  # noqa: BLE001 - best effort cleanup
+            except Exception:
                 pass
     return sorted(hits)

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import Enum
-from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import structlog
 import typer
@@ -84,7 +83,7 @@ def _progress_cb():  # type: ignore[no-untyped-def]
 @app.command()
 def triage(
     paths: Annotated[list[str], typer.Argument(help="Bundle folders, .tar.gz/.tgz/.zip archives or single files.")],
-    symptom: Annotated[Optional[str], typer.Option("--symptom", "-s", help="What the user saw (ticket text, alert, error line).")] = None,
+    symptom: Annotated[str | None, typer.Option("--symptom", "-s", help="What the user saw (ticket text, alert, error line).")] = None,
     fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text, json or markdown.")] = Fmt.text,
     max_file_size: Annotated[int, typer.Option(help="MiB read per file; larger files are read head and tail.")] = 64,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show all evidence lines.")] = False,
@@ -146,8 +145,8 @@ def evidence(
     ft = Table(title="Findings")
     for c in ("id", "where", "summary"):
         ft.add_column(c)
-    for f in ev.findings:
-        ft.add_row(f.id, f.location.label(), f.summary)
+    for fnd in ev.findings:
+        ft.add_row(fnd.id, fnd.location.label(), fnd.summary)
     con.print(ft)
 
 
@@ -242,7 +241,7 @@ def main() -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         name = {c.__name__ for c in type(exc).__mro__}
         if "Abort" in name:
             err.print("aborted")

@@ -118,7 +118,8 @@ class RuleSpec(_Closed):
     @model_validator(mode="after")
     def _refs(self) -> RuleSpec:
         names: set[str] = set()
-        clauses = [*self.evidence.supports, *self.evidence.against, *self.evidence.expects]
+        clauses: list[Clause | ExpectClause] = [*self.evidence.supports, *self.evidence.against,
+                                                *self.evidence.expects]
         for c in clauses:
             if c.id in names:
                 raise ValueError(f"clause id '{c.id}' is used twice")

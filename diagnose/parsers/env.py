@@ -276,7 +276,7 @@ def sniff(head: str) -> int:
         if density >= 0.1 and setting_lines >= 3:
             return 60
         return min(30, 10 * setting_lines)
-    except Exception:  # noqa: BLE001  # pragma: no cover - sniff must never raise
+    except Exception:  # pragma: no cover - sniff must never raise
         return 0
 
 
@@ -311,6 +311,6 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
                         origin=origin,
                     )
                 )
-    except Exception as exc:  # noqa: BLE001  # pragma: no cover - never raise: keep what was parsed, report it
+    except Exception as exc:  # pragma: no cover - never raise: keep what was parsed, report it
         problems.append(f"env parser stopped early: {type(exc).__name__}: {exc}")
     return ParseResult(format=FORMAT, records=records, problems=problems)

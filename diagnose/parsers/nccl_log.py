@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._common import EnvSetting
@@ -145,7 +146,7 @@ def sniff(head: str) -> int:
     return 0 if hits == 0 else 60 + 10 * hits
 
 
-def _channel(msg: str, common: dict[str, object]) -> NcclChannel | None:
+def _channel(msg: str, common: dict[str, Any]) -> NcclChannel | None:
     m = _CHANNEL.match(msg)
     if not m:
         return None
@@ -173,7 +174,7 @@ def _channel(msg: str, common: dict[str, object]) -> NcclChannel | None:
     )
 
 
-def _info(msg: str, common: dict[str, object]) -> Record | None:
+def _info(msg: str, common: dict[str, Any]) -> Record | None:
     c = msg[:1]
     if c == "C":
         if msg.startswith("Channel"):
@@ -250,7 +251,7 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
         m = _PREFIX.search(raw)
         if not m:
             continue
-        common: dict[str, object] = {
+        common: dict[str, Any] = {
             "source": source,
             "line": lineno,
             "text": clip(raw),

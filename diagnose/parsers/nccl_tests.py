@@ -220,7 +220,7 @@ def sniff(head: str) -> int:
         if _SNIFF_FOOTER_RE.search(head):
             score = 75 if score else 60
         return score
-    except Exception:  # noqa: BLE001  # pragma: no cover - sniff must never raise
+    except Exception:  # pragma: no cover - sniff must never raise
         return 0
 
 
@@ -253,7 +253,7 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     problems: list[str] = []
     try:
         _parse_into(text, source, host, records, problems)
-    except Exception as exc:  # noqa: BLE001  # pragma: no cover - never raise: keep what was parsed, report it
+    except Exception as exc:  # pragma: no cover - never raise: keep what was parsed, report it
         problems.append(f"nccl_tests parser stopped early: {type(exc).__name__}: {exc}")
         records[:] = [r for r in records if isinstance(r, Record)]
     return ParseResult(format=FORMAT, records=records, problems=problems)
@@ -493,7 +493,7 @@ def _row(
         n_extra = len(extra_names)
     redop: str | None = None
     root: int | None = None
-    for name, tok in zip(extra_names, rest[:n_extra]):
+    for name, tok in zip(extra_names, rest[:n_extra], strict=False):
         if name == "redop":
             redop = tok
         elif name == "root":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -43,37 +45,29 @@ def build(d: Diagnosis, verbose: bool = False) -> Group:
         r = Table(title="Ruled out", show_header=False, expand=True)
         r.add_column(style="green", no_wrap=True)
         r.add_column()
-        for x in d.ruled_out:
-            r.add_row(x.id, x.why)
+        for ro in d.ruled_out:
+            r.add_row(ro.id, ro.why)
         parts.append(r)
     if d.missing_evidence:
         m = Table(title="Evidence that would decide", show_header=False, expand=True)
         m.add_column()
         m.add_column(style="dim")
-        for x in d.missing_evidence:
-            m.add_row(x.collect, ", ".join(x.would_decide))
+        for me in d.missing_evidence:
+            m.add_row(me.collect, ", ".join(me.would_decide))
         parts.append(m)
     f = Table(title="Files", expand=True)
     f.add_column("file")
     f.add_column("format")
     f.add_column("records", justify="right")
     f.add_column("problem", style="yellow")
-    for x in d.files:
-        f.add_row(x.path, x.format, str(x.records), x.problem or "")
+    for fe in d.files:
+        f.add_row(fe.path, fe.format, str(fe.records), fe.problem or "")
     parts.append(f)
     return Group(*parts)  # type: ignore[arg-type]
 
 
 def render_text(d: Diagnosis, width: int | None = None, color: bool = True, verbose: bool = False) -> str:
     console = Console(width=width or 140, record=True, force_terminal=color, color_system="auto" if color else None,
-                      file=_Null())
+                      file=io.StringIO())
     console.print(build(d, verbose))
     return console.export_text(styles=color)
-
-
-class _Null:
-    def write(self, s: str) -> int:
-        return len(s)
-
-    def flush(self) -> None:
-        pass

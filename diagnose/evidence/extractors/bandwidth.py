@@ -83,7 +83,7 @@ def busbw(ctx: Context) -> list[Finding]:
                         expected, basis = gbps * 8 / 8.0, why
                         break
         elif len(hosts) == 1:
-            for pat, _g, nvl, why in _REFERENCE:
+            for pat, _g, nvl, _why in _REFERENCE:
                 if pat.search(gpu):
                     expected, basis = nvl, f"NVLink busbw of a single {pat.pattern.split('|')[0]} node"
                     break

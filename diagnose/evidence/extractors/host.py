@@ -101,7 +101,7 @@ def peermem(ctx: Context) -> list[Finding]:
             out.append(finding("peermem_loaded", "nvidia-peermem is loaded.", ok, Location(host=_one_host(ok["host"]))))
     mods = ctx.frame("KernelModule")
     if not mods.empty:
-        for host, grp in mods.groupby(mods["host"].fillna(mods["source"]), sort=True):
+        for _host, grp in mods.groupby(mods["host"].fillna(mods["source"]), sort=True):
             names = set(grp["name"])
             if "nvidia" not in names:
                 continue  # not a GPU node's module list

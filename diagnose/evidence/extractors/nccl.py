@@ -184,9 +184,9 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
                     res[host] = "RoCE"
                 elif "InfiniBand" in lls:
                     res[host] = "IB"
-    vals = set(res.values())
-    if len(vals) == 1:
-        res["*"] = vals.pop()
+    kinds = set(res.values())
+    if len(kinds) == 1:
+        res["*"] = kinds.pop()
     return res
 
 
