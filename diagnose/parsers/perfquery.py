@@ -36,7 +36,12 @@ FORMAT = "perfquery"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PortCounter(Record):
-    """One perfquery counter line (cumulative since the last reset)."""
+    """One port counter value (cumulative since the last reset), whatever the source.
+
+    Every counter source (perfquery, sysfs ``counters/``, node_exporter, ibdiagnet2 PM, ibqueryerrors)
+    emits this record with the canonical counter name, so the extractors see one vocabulary.
+    ``device`` is the HCA name when the source knows it (sysfs, node_exporter), else None.
+    """
 
     lid: int | None
     guid: str | None
@@ -46,6 +51,7 @@ class PortCounter(Record):
     extended: bool
     snapshot: int
     timestamp: str | None
+    device: str | None = None
 
 
 ALL_PORTS = 255

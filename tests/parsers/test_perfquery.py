@@ -47,6 +47,7 @@ def test_schema_is_exact() -> None:
         "extended",
         "snapshot",
         "timestamp",
+        "device",
     ]
 
 
