@@ -183,8 +183,9 @@ def port_counters(ctx: Context) -> list[Finding]:
     pc["port_k"] = pc["port"].fillna(-1).astype(int)
     pc["guid_k"] = pc["guid"].fillna("").astype(str).str.lower()
     pc["host_k"] = pc["host"].fillna("")
+    pc["dev_k"] = pc["device"].fillna("") if "device" in pc else ""
     pc["order_k"] = _snapshot_order(pc)
-    keys = ["host_k", "guid_k", "lid_k", "port_k", "counter"]
+    keys = ["host_k", "dev_k", "guid_k", "lid_k", "port_k", "counter"]
     pc = pc.sort_values(keys + ["order_k", "line"], kind="stable")
     err_rows = pc[pc["counter"].isin(ERROR_COUNTERS)].reset_index(drop=True)
     by_lid, by_guid = _port_index(ctx)
@@ -200,14 +201,14 @@ def port_counters(ctx: Context) -> list[Finding]:
     for key, first, last, snaps, extended in zip(agg.index, agg["first"].to_numpy(), agg["last"].to_numpy(),
                                                   agg["snaps"].to_numpy(), agg["extended"].to_numpy(), strict=True):
         n_err += 1
-        host, guid, lid, port, counter = key
+        host, dev, guid, lid, port, counter = key
         first, last, snaps = int(first), int(last), int(snaps)
         info = by_guid.get(guid) if guid else None
         if info is None and lid >= 0:
             info = by_lid.get((host, lid)) if host else None
             info = info if info is not None else by_lid.get(("*", lid))
         dev_host = (sval(info["host"]) if info is not None else None) or (host or None)
-        device = str(info["device"]) if info is not None else None
+        device = dev or (str(info["device"]) if info is not None else None)
         hca_port = port if port >= 0 else None
         is_switch = info is None and guid != "" and not host
         delta = last - first if snaps > 1 else None
@@ -232,7 +233,7 @@ def port_counters(ctx: Context) -> list[Finding]:
             None, Location(host=dev_host, device=device, port=hca_port), attrs, evidence=ev,
         ))
     errs_any = n_err > 0
-    n_ports = pc.groupby(["host_k", "guid_k", "lid_k", "port_k"]).ngroups
+    n_ports = pc.groupby(["host_k", "dev_k", "guid_k", "lid_k", "port_k"]).ngroups
     if not errs_any:
         out.append(finding(
             "port_counters_clean",
