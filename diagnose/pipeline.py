@@ -10,6 +10,7 @@ import structlog
 
 from diagnose import parsers
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
+from diagnose.parsers.base import SNIFF_THRESHOLD
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
@@ -38,8 +39,41 @@ class Evidence:
     formats: set[str] = field(default_factory=set)
 
 
+def _parse_binary(bf: BundleFile, ev: Evidence) -> bool:
+    """Offer a binary file to the parsers of binary formats; True when one took it."""
+    if bf.data is None:
+        return False
+    best: tuple[int, str] | None = None
+    for mod in parsers.registry():
+        if not getattr(mod, "BINARY", False):
+            continue
+        try:
+            score = int(mod.sniff_bytes(bf.data))
+        except Exception:  # noqa: BLE001 - a sniffer bug must not cost the file
+            score = 0
+        if score >= SNIFF_THRESHOLD and (best is None or score > best[0]):
+            best = (score, mod.FORMAT)
+    if best is None:
+        return False
+    mod = parsers.by_format(best[1])
+    try:
+        res = mod.parse_bytes(bf.data, bf.path, bf.host_hint)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("parser_failed", file=bf.path, format=best[1], error=repr(exc))
+        ev.files.append(FileEntry(path=bf.path, format=best[1], records=0,
+                                  problem=f"{best[1]} parser failed: {exc.__class__.__name__}: {exc}"))
+        return True
+    ev.records.extend(res.records)
+    ev.formats.add(best[1])
+    ev.files.append(FileEntry(path=bf.path, format=best[1], records=len(res.records),
+                              problem="; ".join(res.problems) if res.problems else None))
+    return True
+
+
 def _parse_file(bf: BundleFile, ev: Evidence) -> None:
     if bf.text is None:
+        if _parse_binary(bf, ev):
+            return
         ev.files.append(FileEntry(path=bf.path, format="unreadable", records=0, problem="; ".join(bf.problems)))
         return
     if not bf.text.strip():

@@ -40,7 +40,7 @@ class BundleFile:
     text: str | None
     problems: list[str] = field(default_factory=list)
     host_hint: str | None = None
-    line_offset_after_gap: tuple[int, int] | None = None  # (line where the gap is, lines skipped)
+    data: bytes | None = None  # raw bytes of a binary file, for parsers of binary formats (BINARY = True)
 
 
 def _host_hint(rel: PurePosixPath) -> str | None:
@@ -100,7 +100,7 @@ def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | Non
             half = limits.max_file_bytes // 2
             data = data[:half] + b"\n" + data[-half:]
     if _looks_binary(data[:8192]):
-        return BundleFile(rel, None, ["binary file, not read"], _host_hint(path))
+        return BundleFile(rel, None, ["binary file, not read"], _host_hint(path), data=data)
     text = _decode(data, limits, problems)
     if total_size is not None and total_size > limits.max_file_bytes:
         mib = limits.max_file_bytes // (2 * 1024 * 1024)

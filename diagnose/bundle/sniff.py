@@ -39,6 +39,8 @@ def sniff_file(path: str, text: str) -> Sniffed:
     lname = path.lower().rsplit("/", 1)[-1]
     scores: dict[str, int] = {}
     for mod in registry():
+        if getattr(mod, "BINARY", False):
+            continue
         try:
             s = int(mod.sniff(head))
         except Exception:

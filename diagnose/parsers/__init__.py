@@ -24,7 +24,9 @@ def registry() -> tuple[ModuleType, ...]:
         if info.name.startswith("_") or info.name == "base":
             continue
         mod = importlib.import_module(f"{__name__}.{info.name}")
-        if all(hasattr(mod, a) for a in ("FORMAT", "sniff", "parse")):
+        if all(hasattr(mod, a) for a in ("FORMAT", "sniff", "parse")) or (
+            getattr(mod, "BINARY", False) and all(hasattr(mod, a) for a in ("FORMAT", "sniff_bytes", "parse_bytes"))
+        ):
             mods.append(mod)
     return tuple(mods)
 
