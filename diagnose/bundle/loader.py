@@ -56,6 +56,36 @@ def _host_hint(rel: PurePosixPath) -> str | None:
     return None
 
 
+_SYSFS = re.compile(
+    r"^(?P<root>(?:.*/)?)(?P<dev>[A-Za-z][\w.\-]*)/(?P<rest>ports/\d+/(?:counters|hw_counters)/[\w.\-]+"
+    r"|ports/\d+/(?:state|phys_state|rate|link_layer|lid|sm_lid|lid_mask_count|cap_mask|gids/\d+"
+    r"|gid_attrs/types/\d+|gid_attrs/ndevs/\d+)"
+    r"|fw_ver|board_id|hca_type|node_guid|node_desc|sys_image_guid|hw_rev|node_type)$"
+)
+SYSFS_SUFFIX = " (sysfs tree)"
+
+
+def _fold_sysfs(files: list[BundleFile]) -> list[BundleFile]:
+    """A captured copy of /sys/class/infiniband (one value per file) becomes one virtual file per tree,
+    in the form ``grep -r . /sys/class/infiniband`` prints: ``/sys/class/infiniband/<dev>/<attr>:<value>``."""
+    trees: dict[str, list[tuple[str, str, BundleFile]]] = {}
+    for bf in files:
+        m = _SYSFS.match(bf.path)
+        if m and bf.text is not None and len(bf.text) < 512 and "\n" not in bf.text.strip():
+            trees.setdefault(m["root"], []).append((m["dev"], m["rest"], bf))
+    folded: set[int] = set()
+    out: list[BundleFile] = []
+    for root, items in sorted(trees.items()):
+        if len(items) < 3:
+            continue
+        lines = [f"/sys/class/infiniband/{dev}/{rest}:{bf.text.strip()}" for dev, rest, bf in sorted(
+            items, key=lambda t: (t[0], t[1])) if bf.text is not None]
+        folded.update(id(bf) for _, _, bf in items)
+        name = (root.rstrip("/") or "sysfs") + SYSFS_SUFFIX
+        out.append(BundleFile(name, "\n".join(lines) + "\n", [], _host_hint(PurePosixPath(root + "x"))))
+    return [bf for bf in files if id(bf) not in folded] + out
+
+
 def _looks_binary(sample: bytes) -> bool:
     if not sample:
         return False
@@ -257,6 +287,7 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
                 out.append(_read_file(p, p.name, limits))
     if not out:
         raise BundleError("no readable file in the input: " + ", ".join(str(p) for p in paths))
+    out = _fold_sysfs(out)
     out.sort(key=lambda b: b.path)
     seen: dict[str, int] = {}
     for b in out:  # the same file name given twice from different folders stays distinguishable
