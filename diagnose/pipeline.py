@@ -10,6 +10,7 @@ import structlog
 
 from diagnose import parsers
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
+from diagnose.bundle.loader import iter_text_chunks, read_capped
 from diagnose.parsers.base import SNIFF_THRESHOLD
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
@@ -70,7 +71,39 @@ def _parse_binary(bf: BundleFile, ev: Evidence) -> bool:
     return True
 
 
-def _parse_file(bf: BundleFile, ev: Evidence) -> None:
+def _parse_stream(bf: BundleFile, mods: list, ev: Evidence, problems: list[str],  # type: ignore[type-arg]
+                  limits: LoadLimits, progress: Progress | None) -> None:
+    """Parse a large line-oriented log chunk by chunk: memory stays bounded by the chunk size."""
+    assert bf.stream is not None
+    n = 0
+    done = 0
+    for first_line, chunk in iter_text_chunks(bf.stream, limits, problems):
+        offset = first_line - 1
+        for mod in mods:
+            try:
+                res = mod.parse(chunk, bf.path, bf.host_hint)
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"{mod.FORMAT} parser failed near line {first_line}: {exc.__class__.__name__}: {exc}")
+                continue
+            recs = res.records
+            if offset:
+                # the records were just built for this chunk and nobody else holds them: shift their line
+                # numbers in place (dataclasses.replace would copy every record)
+                for r in recs:
+                    object.__setattr__(r, "line", r.line + offset)
+            ev.records.extend(recs)
+            n += len(recs)
+            problems.extend(p for p in res.problems if not p.startswith("truncated"))
+        done += len(chunk)
+        if progress:
+            progress(f"{bf.path} {min(100, done * 100 // max(1, bf.stream.size))}%", -1, -1)
+    for mod in mods:
+        ev.formats.add(mod.FORMAT)
+    ev.files.append(FileEntry(path=bf.path, format="+".join(m.FORMAT for m in mods), records=n,
+                              problem="; ".join(dict.fromkeys(problems)) if problems else None))
+
+
+def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None) -> None:
     if bf.text is None:
         if _parse_binary(bf, ev):
             return
@@ -85,6 +118,14 @@ def _parse_file(bf: BundleFile, ev: Evidence) -> None:
                                   problem="; ".join(bf.problems) or None))
         return
     problems = list(bf.problems)
+    if bf.stream is not None:
+        mods = [parsers.by_format(f) for f in sn.formats]
+        if all(getattr(m, "STREAMABLE", False) for m in mods):
+            _parse_stream(bf, mods, ev, problems, limits, progress)
+            return
+        text, capped = read_capped(bf.stream, limits)
+        bf.text = text
+        problems += capped
     n = 0
     for fmt in sn.formats:
         mod = parsers.by_format(fmt)
@@ -110,10 +151,11 @@ def gather(
     progress: Progress | None = None,
 ) -> Evidence:
     """Load, sniff, parse and extract findings. Raises BundleError only for unusable inputs."""
+    limits = limits or LoadLimits()
     files = load_inputs(paths, limits)
     ev = Evidence()
     for i, bf in enumerate(files, 1):
-        _parse_file(bf, ev)
+        _parse_file(bf, ev, limits, progress)
         if progress:
             progress(bf.path, i, len(files))
     log.info("bundle_parsed", files=len(files), records=len(ev.records), formats=sorted(ev.formats))

@@ -28,8 +28,11 @@ class BundleError(Exception):
 
 @dataclass(frozen=True)
 class LoadLimits:
-    max_file_bytes: int = 64 * 1024 * 1024  # larger files: head and tail are read, the middle is counted
+    max_file_bytes: int = 64 * 1024 * 1024  # larger non-streamable files: head and tail are read
     max_line_chars: int = 64 * 1024  # longer lines are clipped
+    stream_bytes: int = 16 * 1024 * 1024  # larger files on disk are streamed in chunks, never read whole
+    chunk_bytes: int = 8 * 1024 * 1024
+    head_bytes: int = 256 * 1024  # what sniffing sees of a streamed file
     max_archive_members: int = 100_000
     max_archive_bytes: int = 4 * 1024 * 1024 * 1024
 
@@ -41,6 +44,91 @@ class BundleFile:
     problems: list[str] = field(default_factory=list)
     host_hint: str | None = None
     data: bytes | None = None  # raw bytes of a binary file, for parsers of binary formats (BINARY = True)
+    stream: StreamSource | None = None  # set for large files: ``text`` is then only the head
+
+
+@dataclass(frozen=True)
+class StreamSource:
+    """A large file read in chunks: on disk, possibly gzip-compressed."""
+
+    path: Path
+    gz: bool
+    size: int
+
+
+def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str]) -> Iterator[tuple[int, str]]:
+    """Yield (first line number, text) chunks that end on a line boundary, decoded and normalised.
+
+    Memory stays bounded by ``chunk_bytes`` plus one line of at most ``max_line_chars``: a longer line
+    (a 2 GB line) is cut, the rest of it skipped, and a problem is noted.
+    """
+    opener = gzip.open if src.gz else open
+    line_no = 1
+    carry = b""
+    skipping = False
+    cut = 0
+    try:
+        with opener(src.path, "rb") as fh:  # type: ignore[operator]
+            while True:
+                block = fh.read(limits.chunk_bytes)
+                if not block:
+                    break
+                if skipping:
+                    nl = block.find(b"\n")
+                    if nl < 0:
+                        continue
+                    block = block[nl + 1:]
+                    skipping = False
+                data = carry + block
+                last = data.rfind(b"\n")
+                if last < 0:
+                    if len(data) > limits.max_line_chars:
+                        carry = data[: limits.max_line_chars] + b"\n"
+                        data, carry = carry, b""
+                        skipping, cut = True, cut + 1
+                        last = len(data) - 1
+                    else:
+                        carry = data
+                        continue
+                else:
+                    carry = data[last + 1:]
+                    if len(carry) > limits.max_line_chars:
+                        carry, skipping, cut = carry[: limits.max_line_chars] + b"\n", True, cut + 1
+                chunk = data[: last + 1]
+                text = _decode(chunk, limits, [])
+                yield line_no, text
+                line_no += text.count("\n")
+    except (OSError, EOFError) as exc:
+        problems.append(f"read stopped early: {exc}")
+    if carry:
+        yield line_no, _decode(carry, limits, [])
+    if cut:
+        problems.append(f"{cut} line(s) longer than {limits.max_line_chars} characters were cut")
+
+
+def read_capped(src: StreamSource, limits: LoadLimits) -> tuple[str, list[str]]:
+    """The head and tail of a large file, for formats that cannot be parsed in chunks."""
+    problems: list[str] = []
+    half = limits.max_file_bytes // 2
+    if src.gz:
+        head = b""
+        tail = b""
+        with gzip.open(src.path, "rb") as fh:
+            head = fh.read(half)
+            while True:
+                block = fh.read(limits.chunk_bytes)
+                if not block:
+                    break
+                tail = (tail + block)[-half:]
+        data = head + tail
+    else:
+        with src.path.open("rb") as fh:
+            head = fh.read(half)
+            fh.seek(max(half, src.size - half))
+            data = head + fh.read(half)
+    problems.append(f"file is {src.size / 1048576:.0f} MiB: only the first and last "
+                    f"{half // 1048576} MiB were read")
+    return _decode(data, limits, problems), problems
 
 
 def _host_hint(rel: PurePosixPath) -> str | None:
@@ -143,6 +231,18 @@ def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | Non
 def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile:
     try:
         size = p.stat().st_size
+        if size > limits.stream_bytes:
+            with p.open("rb") as fh:
+                magic = fh.read(2)
+            gz = magic == b"\x1f\x8b"
+            opener = gzip.open if gz else open
+            with opener(p, "rb") as fh:  # type: ignore[operator]
+                head = fh.read(limits.head_bytes)
+            if _looks_binary(head[:8192]):
+                return _from_bytes(rel, head, limits)
+            head = head[: head.rfind(b"\n") + 1] or head
+            return BundleFile(rel, _decode(head, limits, []), [], _host_hint(PurePosixPath(rel)),
+                              stream=StreamSource(p, gz, size))
         with p.open("rb") as fh:
             if size > limits.max_file_bytes:
                 half = limits.max_file_bytes // 2

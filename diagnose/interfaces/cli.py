@@ -25,6 +25,8 @@ from diagnose.logging_setup import configure
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Diagnose the GPU-cluster communication layer.")
 rules_app = typer.Typer(no_args_is_help=True, help="The rule catalog.")
 app.add_typer(rules_app, name="rules")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (speed is measured here, never asserted in tests).")
+app.add_typer(bench_app, name="bench")
 
 err = Console(stderr=True)
 
@@ -75,7 +77,10 @@ def _progress_cb():  # type: ignore[no-untyped-def]
     task = prog.add_task("", total=None)
 
     def cb(path: str, i: int, n: int) -> None:
-        prog.update(task, total=n, completed=i, description=path[-60:])
+        if i < 0:  # progress inside one large file
+            prog.update(task, description=path[-60:])
+        else:
+            prog.update(task, total=n, completed=i, description=path[-60:])
 
     return prog, cb
 
@@ -230,6 +235,22 @@ def rules_lint() -> None:
         err.print(f"[red]{len(problems)} problem(s)[/]")
         raise typer.Exit(1)
     err.print("catalog is clean")
+
+
+@bench_app.command("parse")
+def bench_parse_cmd(
+    mib: Annotated[int, typer.Option(help="Size of the synthetic mixed-log bundle in MiB.")] = 1024,
+    files: Annotated[int, typer.Option(help="Number of log files it is split into.")] = 4,
+    gz: Annotated[bool, typer.Option(help="Write the logs gzip-compressed.")] = False,
+) -> None:
+    """Evidence-stage throughput and peak memory on a synthetic mixed-log bundle."""
+    from diagnose.bench import bench_parse
+
+    if mib < 1 or files < 1:
+        _fail("--mib and --files must be at least 1")
+    with err.status(f"writing and parsing {mib} MiB of logs"):
+        res = bench_parse(mib, files, gz)
+    typer.echo(res.table())
 
 
 def main() -> None:

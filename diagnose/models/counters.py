@@ -55,6 +55,30 @@ for _canon, (_bits, _names) in _TABLE.items():
     for _n in _names:
         _ALIASES[_n.lower()] = _canon
 
+# Host-side spellings (added for the sysfs / node_exporter parsers):
+# * sysfs ``counters_ext/`` (kernels < 4.5 kept the 64-bit PMA counters there; prometheus/procfs
+#   sysfs/class_infiniband.go ``parseInfiniBandCounters``);
+# * node_exporter ``node_infiniband_*`` metric names (prometheus/node_exporter collector/infiniband_linux.go).
+#   NOTE node_exporter's ``port_data_*_bytes_total`` are octets (procfs multiplies the sysfs 4-octet words
+#   by 4), while sysfs/perfquery ``port_xmit_data``/``port_rcv_data`` are 4-octet words.
+for _alias, _canon in {
+    "port_xmit_data_64": "port_xmit_data",
+    "port_rcv_data_64": "port_rcv_data",
+    "port_xmit_packets_64": "port_xmit_packets",
+    "port_rcv_packets_64": "port_rcv_packets",
+    "port_unicast_xmit_packets": "unicast_xmit_packets",
+    "port_unicast_rcv_packets": "unicast_rcv_packets",
+    "port_multicast_xmit_packets": "multicast_xmit_packets",
+    "port_multicast_rcv_packets": "multicast_rcv_packets",
+    "port_constraint_errors_received_total": "port_rcv_constraint_errors",
+    "port_constraint_errors_transmitted_total": "port_xmit_constraint_errors",
+    "port_errors_received_total": "port_rcv_errors",
+    "port_discards_transmitted_total": "port_xmit_discards",
+    "port_receive_remote_physical_errors_total": "port_rcv_remote_physical_errors",
+    "port_receive_switch_relay_errors_total": "port_rcv_switch_relay_errors",
+}.items():
+    _ALIASES.setdefault(_alias, _canon)
+
 ERROR_COUNTERS: tuple[str, ...] = (
     "symbol_error",
     "link_error_recovery",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from diagnose.models.records import ParseResult, Record, clip
 
 FORMAT = "dmesg"
+STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
 
 # ----------------------------------------------------------------------------------------------------------------
 # Records

@@ -24,6 +24,7 @@ from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._common import ENV_PREFIXES, EnvSetting, is_comm_env
 
 FORMAT = "env"
+STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
 MIXABLE = True
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"

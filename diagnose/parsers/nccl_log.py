@@ -16,6 +16,7 @@ from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._common import EnvSetting
 
 FORMAT = "nccl_log"
+STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
 MIXABLE = True
 
 _PREFIX = re.compile(

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip
 
 FORMAT = "nccl_tests"
+STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
 MIXABLE = True
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from diagnose.models.records import ParseResult, Record, clip
 
 FORMAT = "pytorch_log"
+STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
 MIXABLE = True
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -167,6 +168,9 @@ class _L:
     body: str
     prefix_rank: int | None
     entry: bool  # the line starts a new log entry (had a glog-style prefix)
+
+
+_SKIP = _L(raw="", body="", prefix_rank=None, entry=False)
 
 
 def _peel(raw: str) -> _L:
@@ -444,7 +448,8 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
     raw_lines = text.split("\n")
     if raw_lines and raw_lines[-1] == "":
         raw_lines.pop()
-    lines = [_peel(r) for r in raw_lines]
+    # NCCL's own INFO lines are most of a job log and never carry a PyTorch message: skip them unpeeled
+    lines = [_SKIP if " NCCL INFO " in r else _peel(r) for r in raw_lines]
     consumed: set[int] = set()
 
     standalone: list[WatchdogTimeout] = []

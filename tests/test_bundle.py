@@ -1,0 +1,86 @@
+"""Bundle loading: streaming of large logs, long lines, sysfs trees, host hints."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from diagnose.bundle import LoadLimits, load_inputs
+from diagnose.pipeline import gather
+
+SMALL = LoadLimits(stream_bytes=512 * 1024, chunk_bytes=64 * 1024, head_bytes=16 * 1024, max_line_chars=4096)
+INFO = "gpu-a01:1234:1234 [0] NCCL INFO AllReduce: opCount {i:x} sendbuff 0x7f recvbuff 0x7f count 1048576 datatype 7\n"
+WARN = ("[2026-11-29 10:00:00] gpu-a01:1234:1240 [0] misc/shmutils.cc:90 NCCL WARN Error while creating shared memory "
+        "segment /dev/shm/nccl-abc (size 9637888)\n")
+
+
+def _write_log(path: Path, lines: int, gz: bool = False) -> int:
+    body = "".join(INFO.format(i=i) for i in range(lines)) + WARN
+    if gz:
+        path.write_bytes(gzip.compress(body.encode()))
+    else:
+        path.write_text(body)
+    return lines + 1  # the WARN's line number
+
+
+def test_large_log_is_streamed_with_exact_line_numbers(tmp_path: Path) -> None:
+    warn_line = _write_log(tmp_path / "job.log", 20_000)
+    files = load_inputs([tmp_path], SMALL)
+    assert files[0].stream is not None and len(files[0].text or "") <= 16 * 1024
+    ev = gather([tmp_path], limits=SMALL)
+    shm = [f for f in ev.findings if f.kind == "shm_error"]
+    assert shm and shm[0].evidence[0].line == warn_line
+    assert ev.files[0].format == "nccl_log" and ev.files[0].problem is None
+
+
+def test_large_gzip_log_is_streamed(tmp_path: Path) -> None:
+    warn_line = _write_log(tmp_path / "job.log.gz", 60_000, gz=True)
+    ev = gather([tmp_path], limits=SMALL)
+    shm = [f for f in ev.findings if f.kind == "shm_error"]
+    assert shm and shm[0].evidence[0].line == warn_line
+
+
+def test_a_giant_line_is_cut_and_the_rest_still_parsed(tmp_path: Path) -> None:
+    p = tmp_path / "job.log"
+    with p.open("w") as fh:
+        fh.write(INFO.format(i=1) * 50)
+        fh.write("x" * (3 * 1024 * 1024) + "\n")  # one 3 MiB line, far over max_line_chars
+        fh.write(INFO.format(i=2) * 50)
+        fh.write(WARN)
+    ev = gather([tmp_path], limits=SMALL)
+    shm = [f for f in ev.findings if f.kind == "shm_error"]
+    assert shm and shm[0].evidence[0].line == 102
+    assert "cut" in (ev.files[0].problem or "")
+
+
+def test_non_streamable_large_file_is_read_head_and_tail(tmp_path: Path) -> None:
+    block = ("CA 'mlx5_{i}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tFirmware version: 28.39.1002\n"
+             "\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tLink layer: InfiniBand\n")
+    (tmp_path / "ibstat.out").write_text("".join(block.format(i=i) for i in range(9000)))
+    lim = LoadLimits(stream_bytes=256 * 1024, max_file_bytes=128 * 1024, chunk_bytes=64 * 1024)
+    ev = gather([tmp_path], limits=lim)
+    assert ev.files[0].format == "ibstat"
+    assert "only the first and last" in (ev.files[0].problem or "")
+    assert 0 < ev.files[0].records < 9000
+
+
+def test_sysfs_tree_is_folded_into_one_file(tmp_path: Path) -> None:
+    root = tmp_path / "node07" / "sys" / "class" / "infiniband" / "mlx5_0"
+    (root / "ports" / "1" / "counters").mkdir(parents=True)
+    (root / "ports" / "1" / "counters" / "symbol_error").write_text("12\n")
+    (root / "ports" / "1" / "state").write_text("4: ACTIVE\n")
+    (root / "fw_ver").write_text("28.39.1002\n")
+    files = load_inputs([tmp_path])
+    assert [f.path for f in files] == ["node07/sys/class/infiniband (sysfs tree)"]
+    assert files[0].host_hint == "node07"
+    assert files[0].text is not None
+    assert "/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error:12" in files[0].text.splitlines()
+
+
+def test_host_hint_from_folder_and_not_from_tool_folders(tmp_path: Path) -> None:
+    for rel in ("gpu-a017/dmesg.txt", "dmesg_mlx5_core/x.log", "positive-x1/ibstat.out", "node-3/logs/y.log"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("hello\n")
+    hints = {f.path: f.host_hint for f in load_inputs([tmp_path])}
+    assert hints == {"gpu-a017/dmesg.txt": "gpu-a017", "dmesg_mlx5_core/x.log": None,
+                     "positive-x1/ibstat.out": None, "node-3/logs/y.log": "node-3"}
