@@ -11,7 +11,6 @@ import structlog
 from diagnose import parsers
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
 from diagnose.bundle.loader import iter_text_chunks, read_capped
-from diagnose.parsers.base import SNIFF_THRESHOLD
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
@@ -19,6 +18,7 @@ from diagnose.evidence.extractors import all_extractors
 from diagnose.evidence.frames import build_frames
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
 from diagnose.models.records import Record
+from diagnose.parsers.base import SNIFF_THRESHOLD
 from diagnose.symptoms import FINDING_SYMPTOMS, from_text, text_records
 
 if not structlog.is_configured():  # library use: quiet by default; the CLI and service configure their own
