@@ -38,6 +38,23 @@ _CHANNEL = re.compile(
     r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S+)"
 )
 _GDR = re.compile(r"^NET/(?P<net>\w+) ?: GPU Direct RDMA (?P<st>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<dev>[^']+)'")
+_GDR_GPU = re.compile(
+    r"^GPU Direct RDMA (?P<st>Enabled|Disabled) for GPU (?P<gpu>\w+) / HCA (?P<i>\d+) \(distance (?P<d>\d+) (?P<op>[<>=]+) (?P<lim>\d+)\)"
+)
+_QP = re.compile(
+    r"^NET/IB: NCCL Dev (?P<dev>\d+) IbDev (?P<ibdev>\d+) Port (?P<port>\d+) qpn (?P<qpn>\d+) mtu (?P<mtu>\d+)"
+    r"(?: LID (?P<lid>\d+))?(?:.*?GID (?P<gid>\S+))?"
+)
+_COMM = re.compile(r"^comm \S+ rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+) localRanks (?P<lr>\d+)")
+_PLUGIN = re.compile(
+    r"^(?P<msg>NET/Plugin ?: (?:No plugin found|Could not find|Plugin load returned|Using internal|Loaded)"
+    r"|Failed to open libibverbs|NET/IB : Unable to open device|NET/IB : No IB|Unable to load libibverbs"
+    r"|ibvwrap.* libibverbs).*"
+)
+_GRAPH = re.compile(
+    r"^Pattern (?P<pattern>\d+), crossNic (?P<cross>\d+), nChannels (?P<nch>\d+), bw (?P<bw>[\d.]+)/(?P<bw2>[\d.]+),"
+    r" type (?P<type>[\w/]+)"
+)
 _RINGS = re.compile(r"^Connected all rings(?:, use ring PXN (?P<pxn>\d) GDR (?P<gdr>\d))?")
 _ENV = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]+) set (?:by environment )?to (?P<val>.*?)\.?\s*$")
 _VERSION = re.compile(r"^NCCL version (?P<v>[\w.+\-]+)")
@@ -114,6 +131,60 @@ class NcclGdrStatus(NcclRecord):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NcclGdrPath(NcclRecord):
+    """``GPU Direct RDMA Enabled|Disabled for GPU <bus> / HCA <n> (distance d <= limit)`` (NCCL 2.19+)."""
+
+    enabled: bool
+    gpu: str
+    hca_index: int
+    distance: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclQpInfo(NcclRecord):
+    """``NET/IB: NCCL Dev <n> IbDev <n> Port <p> qpn <q> mtu <m> LID <l>`` (queue pair setup, NET subsystem)."""
+
+    net_dev: int
+    ib_dev: int
+    port: int
+    qpn: int
+    mtu: int  # the IB MTU enum as NCCL prints it: 1=256, 2=512, 3=1024, 4=2048, 5=4096 bytes
+    lid: int | None
+    gid: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclCommInfo(NcclRecord):
+    """``comm 0x.. rank R nRanks N nNodes M localRanks L localRank l``: the shape of the communicator."""
+
+    rank: int
+    nranks: int
+    nnodes: int
+    local_ranks: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclPluginNote(NcclRecord):
+    """Net plugin and verbs library loading: what NCCL could and could not load."""
+
+    category: str  # 'plugin_absent' (no external net plugin: normal), 'plugin_loaded', 'verbs_unavailable'
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclGraph(NcclRecord):
+    """``Pattern 4, crossNic 0, nChannels 16, bw 40.000000/40.000000, type NVL/PIX, sameChannels 1`` (GRAPH)."""
+
+    pattern: int
+    cross_nic: int
+    nchannels: int
+    bw_intra: float
+    bw_inter: float
+    path_type: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NcclRingsConnected(NcclRecord):
     pxn: int | None
     gdr: int | None
@@ -175,6 +246,17 @@ def _channel(msg: str, common: dict[str, Any]) -> NcclChannel | None:
     )
 
 
+def _plugin(msg: str, common: dict[str, Any]) -> NcclPluginNote:
+    low = msg.lower()
+    if "libibverbs" in low or "unable to open device" in low or "no ib" in low:
+        cat = "verbs_unavailable"
+    elif "loaded" in low and "internal" not in low:
+        cat = "plugin_loaded"
+    else:
+        cat = "plugin_absent"
+    return NcclPluginNote(category=cat, message=msg, **common)
+
+
 def _info(msg: str, common: dict[str, Any]) -> Record | None:
     c = msg[:1]
     if c == "C":
@@ -208,6 +290,13 @@ def _info(msg: str, common: dict[str, Any]) -> Record | None:
             nd = re.match(r"^NET/(\w+) ?: No device found", msg)
             if nd:
                 return NcclNetNoDevice(net=nd.group(1), **common)
+            m = _QP.match(msg)
+            if m:
+                return NcclQpInfo(net_dev=int(m["dev"]), ib_dev=int(m["ibdev"]), port=int(m["port"]), qpn=int(m["qpn"]),
+                                  mtu=int(m["mtu"]), lid=int(m["lid"]) if m["lid"] else None, gid=m["gid"], **common)
+            m = _PLUGIN.match(msg)
+            if m:
+                return _plugin(msg, common)
             return None
         m = _VERSION.match(msg)
         if m:
@@ -219,6 +308,26 @@ def _info(msg: str, common: dict[str, Any]) -> Record | None:
                 source=common["source"], line=common["line"], text=common["text"], host=common["host"],  # type: ignore[arg-type]
             )
         return None
+    if c == "G":
+        m = _GDR_GPU.match(msg)
+        if m:
+            return NcclGdrPath(enabled=m["st"] == "Enabled", gpu=m["gpu"], hca_index=int(m["i"]),
+                               distance=int(m["d"]), limit=int(m["lim"]), **common)
+        return None
+    if c == "c" and msg.startswith("comm "):
+        m = _COMM.match(msg)
+        if m:
+            return NcclCommInfo(rank=int(m["rank"]), nranks=int(m["nranks"]), nnodes=int(m["nnodes"]),
+                                local_ranks=int(m["lr"]), **common)
+        return None
+    if c == "P" and msg.startswith("Pattern"):
+        m = _GRAPH.match(msg)
+        if m:
+            return NcclGraph(pattern=int(m["pattern"]), cross_nic=int(m["cross"]), nchannels=int(m["nch"]),
+                             bw_intra=float(m["bw"]), bw_inter=float(m["bw2"]), path_type=m["type"], **common)
+        return None
+    if c in "FU" and _PLUGIN.match(msg):
+        return _plugin(msg, common)
     if c == "U":
         m = _USING_NET.match(msg)
         if m:

@@ -90,3 +90,26 @@ def test_parse_never_raises(text: str) -> None:
     res = nccl_log.parse(text, "x")
     assert res.format == "nccl_log"
     assert 0 <= nccl_log.sniff(text) <= 100
+
+
+def test_newer_info_lines_gdr_path_qp_comm_plugin_graph() -> None:
+    text = (
+        "dgx-a24:199045:199045 [0] NCCL INFO GPU Direct RDMA Enabled for GPU 7000 / HCA 0 (distance 4 <= 4), read 0 mode Default\n"
+        "dgx-a24:199045:199045 [0] NCCL INFO NET/IB: NCCL Dev 3 IbDev 3 Port 1 qpn 1234 mtu 5 LID 77 subnet-prefix fe80 FLID 0 fifoRkey=0x1\n"
+        "gpu-d021:1248213:1248369 [6] NCCL INFO comm 0x559adf639cc0 rank 6 nRanks 16 nNodes 2 localRanks 8 localRank 6 MNNVL 0\n"
+        "gpu-d021:1248213:1248369 [6] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n"
+        "gpu-d021:1248213:1248369 [6] NCCL INFO Failed to open libibverbs.so[.1]\n"
+        "gpu-d021:1248213:1248369 [6] NCCL INFO Pattern 4, crossNic 0, nChannels 16, bw 40.000000/40.000000, type NVL/PIX, sameChannels 1\n"
+    )
+    res = nccl_log.parse(text, "x.log")
+    by = {type(r).__name__: r for r in res.records}
+    g = by["NcclGdrPath"]
+    assert (g.enabled, g.gpu, g.hca_index, g.distance, g.limit, g.line) == (True, "7000", 0, 4, 4, 1)
+    q = by["NcclQpInfo"]
+    assert (q.net_dev, q.port, q.qpn, q.mtu, q.lid) == (3, 1, 1234, 5, 77)
+    c = by["NcclCommInfo"]
+    assert (c.rank, c.nranks, c.nnodes, c.local_ranks) == (6, 16, 2, 8)
+    cats = [r.category for r in res.records if isinstance(r, nccl_log.NcclPluginNote)]
+    assert cats == ["plugin_absent", "verbs_unavailable"]
+    gr = by["NcclGraph"]
+    assert (gr.pattern, gr.nchannels, gr.bw_inter, gr.path_type) == (4, 16, 40.0, "NVL/PIX")

@@ -57,6 +57,16 @@ def network_choice(ctx: Context) -> list[Finding]:
             f"NCCL uses NET/IB (verbs) on {hosts_label(hosts)}.",
             ib, attrs={"hosts": len(hosts), "gdr_any": gdr},
         ))
+    plug = ctx.frame("NcclPluginNote")
+    if not plug.empty:
+        verbs = plug[plug["category"] == "verbs_unavailable"]
+        if not verbs.empty:
+            out.append(finding(
+                "verbs_unavailable",
+                f"NCCL could not load or open the verbs library/devices on {hosts_label(list(verbs['host'].dropna()))}:"
+                " no RDMA from inside this process.",
+                verbs, Location(host=_one_host(verbs["host"])),
+            ))
     nodev = ctx.frame("NcclNetNoDevice")
     if not nodev.empty:
         out.append(finding(
@@ -102,6 +112,16 @@ def gdr_usage(ctx: Context) -> list[Finding]:
                 "gdr_disabled_msg",
                 f"NCCL reports GPU Direct RDMA Disabled for {', '.join(sorted(set(dis['device'])))}.",
                 dis, Location(host=_one_host(dis["host"])), {"hcas": int(dis["device"].nunique())},
+            ))
+    path = ctx.frame("NcclGdrPath")
+    if not path.empty:
+        dis = path[~path["enabled"]]
+        if not dis.empty:
+            out.append(finding(
+                "gdr_disabled_msg",
+                f"NCCL reports GPU Direct RDMA Disabled for {dis['gpu'].nunique()} GPU/HCA pair(s): the GPU-NIC PCIe"
+                f" distance exceeds NCCL_NET_GDR_LEVEL ({int(dis['distance'].iloc[0])} > {int(dis['limit'].iloc[0])}).",
+                dis, Location(host=_one_host(dis["host"])), {"pairs": len(dis), "by_distance": True},
             ))
     rings = ctx.frame("NcclRingsConnected")
     if not rings.empty and "gdr" in rings:
