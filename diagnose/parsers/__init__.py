@@ -23,7 +23,13 @@ def registry() -> tuple[ModuleType, ...]:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name.startswith("_") or info.name == "base":
             continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
+        try:
+            mod = importlib.import_module(f"{__name__}.{info.name}")
+        except Exception as exc:  # noqa: BLE001 - one broken parser module must not take the others down
+            import structlog
+
+            structlog.get_logger("diagnose.parsers").error("parser_import_failed", module=info.name, error=repr(exc))
+            continue
         if all(hasattr(mod, a) for a in ("FORMAT", "sniff", "parse")) or (
             getattr(mod, "BINARY", False) and all(hasattr(mod, a) for a in ("FORMAT", "sniff_bytes", "parse_bytes"))
         ):

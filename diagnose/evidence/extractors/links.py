@@ -192,17 +192,25 @@ def port_counters(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     n_err = 0
     # vectorised per-(port, counter) summary; Python only touches ports whose counter is non-zero
+    # increments between consecutive snapshots; a decrease is a reset (perfquery -R, reboot, driver
+    # reload): what was counted after the reset is the new value itself
+    same = err_rows[keys].eq(err_rows[keys].shift()).all(axis=1)
+    step = err_rows["value"].diff()
+    err_rows["inc"] = step.where(same, 0).where(~(same & (step < 0)), err_rows["value"]).fillna(0)
+    err_rows["reset"] = same & (step < 0)
     grouped = err_rows.groupby(keys, sort=True)
     agg = grouped.agg(first=("value", "first"), last=("value", "last"), snaps=("order_k", "nunique"),
-                      extended=("extended", "last"))
+                      extended=("extended", "last"), inc=("inc", "sum"), reset=("reset", "any"))
     positions = grouped.indices
     src, lines, texts = (err_rows[c].to_numpy() for c in ("source", "line", "text"))
     agg = agg[agg["last"] > 0]
-    for key, first, last, snaps, extended in zip(agg.index, agg["first"].to_numpy(), agg["last"].to_numpy(),
-                                                  agg["snaps"].to_numpy(), agg["extended"].to_numpy(), strict=True):
+    for key, last, snaps, extended, inc, reset in zip(
+        agg.index, agg["last"].to_numpy(), agg["snaps"].to_numpy(), agg["extended"].to_numpy(),
+        agg["inc"].to_numpy(), agg["reset"].to_numpy(), strict=True,
+    ):
         n_err += 1
         host, dev, guid, lid, port, counter = key
-        first, last, snaps = int(first), int(last), int(snaps)
+        last, snaps, reset = int(last), int(snaps), bool(reset)
         info = by_guid.get(guid) if guid else None
         if info is None and lid >= 0:
             info = by_lid.get((host, lid)) if host else None
@@ -211,16 +219,19 @@ def port_counters(ctx: Context) -> list[Finding]:
         device = dev or (str(info["device"]) if info is not None else None)
         hca_port = port if port >= 0 else None
         is_switch = info is None and guid != "" and not host
-        delta = last - first if snaps > 1 else None
+        delta = int(inc) if snaps > 1 else None
         bits = counter_bits(counter)
+        # basic (non -x) PMA counters stop at their maximum instead of wrapping: the rate is then unknown
         saturated = (not bool(extended)) and bits is not None and last >= (1 << bits) - 1
         where = " ".join(x for x in [dev_host or (f"guid {guid}" if guid else None), device,
                                      f"port {hca_port}" if hca_port is not None else None,
                                      f"(lid {lid})" if lid >= 0 else None] if x)
         trend = (f", +{delta} across {snaps} snapshots" if delta else ", not rising across snapshots") if snaps > 1 else ""
+        if reset:
+            trend += " (the counter was reset between snapshots)"
         attrs: dict[str, str | int | float | bool | None] = {
             "counter": counter, "value": last, "snapshots": snaps, "rising": bool(delta and delta > 0),
-            "saturated": saturated, "switch": is_switch,
+            "saturated": saturated, "switch": is_switch, "reset": reset,
         }
         if delta is not None:
             attrs["delta"] = delta

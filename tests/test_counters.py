@@ -1,0 +1,61 @@
+"""Counter normalisation: one vocabulary, saturation, resets, snapshots ordered across files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagnose.models.counters import canonical_counter
+from diagnose.pipeline import gather
+
+HEAD = "# Port counters: Lid 75 port 1 (CapMask: 0x5A00)\n"
+
+
+def _pq(sym: int, ler: int = 0, extended: bool = True) -> str:
+    head = HEAD.replace("Port counters", "Port extended counters") if extended else HEAD
+    return (head + f"SymbolErrorCounter:..............{sym}\nLinkErrorRecoveryCounter:........{ler}\n"
+            "LinkDownedCounter:...............0\nPortRcvErrors:...................0\n")
+
+
+def _finding(tmp: Path, files: dict[str, str]):  # type: ignore[no-untyped-def]
+    for name, text in files.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_text(text)
+    ev = gather([tmp])
+    return [f for f in ev.findings if f.kind == "port_counter_errors" and f.attrs["counter"] == "symbol_error"]
+
+
+def test_one_vocabulary() -> None:
+    names = ["SymbolErrorCounter", "symbol_error", "node_infiniband_symbol_error_total", "SymbolErrors"]
+    assert {canonical_counter(n) for n in names} == {"symbol_error"}
+    assert canonical_counter("PortSelect") is None
+
+
+def test_rising_across_files_ordered_by_their_date_lines(tmp_path: Path) -> None:
+    # the later snapshot sorts first by name; the date lines decide the order
+    fs = _finding(tmp_path, {
+        "n1/a_later.txt": "Tue Mar 11 17:03:07 UTC 2025\n" + _pq(5200),
+        "n1/b_earlier.txt": "Tue Mar 11 16:51:07 UTC 2025\n" + _pq(5000),
+    })
+    assert len(fs) == 1
+    assert fs[0].attrs["delta"] == 200 and fs[0].attrs["rising"] is True and fs[0].attrs["reset"] is False
+
+
+def test_reset_between_snapshots_counts_the_new_value(tmp_path: Path) -> None:
+    fs = _finding(tmp_path, {"n1/pq.txt": "Tue Mar 11 16:51:07 UTC 2025\n" + _pq(9000)
+                             + "Tue Mar 11 17:03:07 UTC 2025\n" + _pq(40)})
+    assert fs[0].attrs["reset"] is True and fs[0].attrs["delta"] == 40 and fs[0].attrs["value"] == 40
+
+
+def test_saturated_basic_counter_is_flagged(tmp_path: Path) -> None:
+    fs = _finding(tmp_path, {"n1/pq.txt": _pq(65535, extended=False)})
+    assert fs[0].attrs["saturated"] is True
+    fs2 = _finding(tmp_path / "x", {"n1/pq.txt": _pq(65535, extended=True)})
+    assert fs2[0].attrs["saturated"] is False
+
+
+def test_stable_old_errors_are_not_rising(tmp_path: Path) -> None:
+    ev_files = {"n1/before.txt": _pq(300), "n1/after.txt": _pq(300)}
+    fs = _finding(tmp_path, ev_files)
+    assert fs[0].attrs["rising"] is False and fs[0].attrs["delta"] == 0
+    kinds = {f.kind for f in gather([tmp_path]).findings}
+    assert "port_counters_stable" in kinds
