@@ -47,6 +47,14 @@ _TABLE: dict[str, tuple[int | None, tuple[str, ...]]] = {
     "multicast_xmit_packets": (None, ("PortMulticastXmitPkts", "multicast_xmit_packets", "multicast_packets_transmitted_total")),
     "multicast_rcv_packets": (None, ("PortMulticastRcvPkts", "multicast_rcv_packets", "multicast_packets_received_total")),
     "qp1_dropped": (None, ("QP1Dropped", "qp1_dropped")),
+    # PortRcvErrorDetails (perfquery -E): what PortRcvErrors is made of
+    "port_local_physical_errors": (16, ("PortLocalPhysicalErrors", "port_local_physical_errors")),
+    "port_malformed_packet_errors": (16, ("PortMalformedPktErrors", "PortMalformedPacketErrors",
+                                          "port_malformed_packet_errors")),
+    "port_buffer_overrun_errors": (16, ("PortBufferOverrunErrors", "port_buffer_overrun_errors")),
+    "port_dlid_mapping_errors": (16, ("PortDLIDMappingErrors", "port_dlid_mapping_errors")),
+    "port_vl_mapping_errors": (16, ("PortVLMappingErrors", "port_vl_mapping_errors")),
+    "port_looping_errors": (16, ("PortLoopingErrors", "port_looping_errors")),
 }
 
 _ALIASES: dict[str, str] = {}

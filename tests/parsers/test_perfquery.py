@@ -96,11 +96,20 @@ def test_two_port_blocks() -> None:
     assert {c.snapshot for c in counters(res)} == {0}
 
 
-def test_rcv_error_details_has_no_vocabulary_counters() -> None:
+def test_rcv_error_details_are_canonical_counters() -> None:
     text = read("perfquery_E_rcverr_0x7cfe9003009ce5b0-1.out")
     assert perfquery.sniff(text) >= 40
     res = perfquery.parse(text, "s")
-    assert res.records == [] and res.problems == []  # PortLocalPhysicalErrors etc. are not canonical counters
+    assert res.problems == []
+    got = {(r.counter, r.value, r.line, r.lid, r.port) for r in res.records}
+    assert got == {
+        ("port_local_physical_errors", 0, 4, 1719, 1),
+        ("port_malformed_packet_errors", 0, 5, 1719, 1),
+        ("port_buffer_overrun_errors", 0, 6, 1719, 1),
+        ("port_dlid_mapping_errors", 0, 7, 1719, 1),
+        ("port_vl_mapping_errors", 0, 8, 1719, 1),
+        ("port_looping_errors", 0, 9, 1719, 1),
+    }
 
 
 def test_two_snapshots_with_date_and_guid() -> None:
