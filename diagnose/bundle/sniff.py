@@ -23,6 +23,9 @@ _NAME_HINTS: dict[str, tuple[str, ...]] = {
     "pytorch_log": ("rank", "train", "torch"),
     "lsmod": ("lsmod", "modules"),
     "fabric_manager_log": ("fabricmanager", "fabric-manager", "fabric_manager"),
+    "launch": ("hostfile", "hosts", "machinefile", ".slurm", ".sbatch"),
+    "slurm": ("scontrol", "sacct", "squeue"),
+    "nccl_ras": ("ncclras", "ras"),
 }
 
 
@@ -39,8 +42,8 @@ def sniff_file(path: str, text: str) -> Sniffed:
     lname = path.lower().rsplit("/", 1)[-1]
     scores: dict[str, int] = {}
     for mod in registry():
-        if getattr(mod, "BINARY", False):
-            continue
+        if getattr(mod, "BINARY", False) and not hasattr(mod, "sniff"):
+            continue  # binary-only formats are offered raw bytes, not text
         try:
             s = int(mod.sniff(head))
         except Exception:

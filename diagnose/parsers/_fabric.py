@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import Record
-from diagnose.parsers._ib import norm_phys_state, norm_state
+from diagnose.parsers._ib import norm_guid, norm_phys_state, norm_state
 
 # --------------------------------------------------------------------------------------------- records
 
@@ -163,6 +163,12 @@ def norm_node_type(value: str | None) -> str | None:
     return NODE_TYPES.get(value.strip().lower())
 
 
+def port_state(value: str | None) -> str | None:
+    """:func:`norm_state` plus libibmad's ``Initialize`` spelling (-> ``Init``)."""
+    st = norm_state(value)
+    return "Init" if st in ("Initialize", "Initialise") else st
+
+
 # lane signalling rate (as printed by libibmad / iblinkinfo) -> generation
 _GBPS_SPEED: tuple[tuple[float, str], ...] = (
     (2.5, "SDR"),
@@ -241,7 +247,7 @@ def parse_link_text(text: str) -> LinkText | None:
         return LinkText(
             width=norm_width(m.group("width")),
             speed=speed_name(m.group("speed")),
-            state=norm_state(m.group("state")),
+            state=port_state(m.group("state")),
             phys_state=norm_phys_state(m.group("phys")),
         )
     m = _LINK_DOWN_RE.match(t)
@@ -249,7 +255,7 @@ def parse_link_text(text: str) -> LinkText | None:
         return LinkText(
             width=None,
             speed=None,
-            state=norm_state(m.group("state")),
+            state=port_state(m.group("state")),
             phys_state=norm_phys_state(m.group("phys")),
         )
     return None
@@ -315,8 +321,6 @@ class RemoteEnd:
 
 def parse_remote_text(text: str) -> RemoteEnd | None:
     """The part after ``==>``: a peer, ``[  ] "" ( )`` (no peer) or ``"Port not available"``."""
-    from diagnose.parsers._ib import norm_guid
-
     t = text.strip()
     if _REMOTE_DOWN_RE.match(t) or t == '"Port not available"' or not t:
         return RemoteEnd(guid=None, lid=None, port=None, description=None, could_be=None, connected=False)

@@ -183,7 +183,7 @@ class FlightRecorderPg(Record):
     (last enqueued/started/completed collective sequence id; -1 = none) for the dumping ``rank``."""
 
     rank: int | None
-    pg_id: str
+    pg_id: str | None
     pg_name: str | None
     pg_desc: str | None
     ranks: str | None
@@ -274,13 +274,11 @@ def shell_line(line: str) -> tuple[str | None, str] | None:
 _SMI_ERROR_RE = re.compile(
     r"^\s*(?:"
     r"NVIDIA-SMI has failed because.*"
-    r"|No devices were found.*"
+    r"|No devices were found\s*"
     r"|Unable to determine the device handle for.*"
     r"|Failed to initialize NVML:.*"
     r"|Unable to load the NVIDIA Management Library.*"
-    r"|Unable to .* for GPU .*"
-    r"|GPU [0-9A-Fa-f:.]+: (?:GPU is lost|Detected Critical Xid Error).*"
-    r"|Error: .*"
+    r"|GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]: (?:GPU is lost|Detected Critical Xid Error).*"
     r")$"
 )
 

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import Record
+from diagnose.parsers._ib import prompt
 
 # --------------------------------------------------------------------------------------------- records
 
@@ -127,9 +128,7 @@ class PcieLink(Record):
 
 # --------------------------------------------------------------------------------------------- helpers
 
-_BDF_RE = re.compile(
-    r"^(?:(?P<dom>[0-9A-Fa-f]{4,8}):)?(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})\.(?P<fn>[0-7])$"
-)
+_BDF_RE = re.compile(r"^(?:(?P<dom>[0-9A-Fa-f]{4,8}):)?(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})\.(?P<fn>[0-7])$")
 
 
 def norm_bdf(value: str | None) -> str | None:
@@ -148,9 +147,7 @@ def norm_bdf(value: str | None) -> str | None:
 _DOW = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _TS_RES = (
-    re.compile(
-        r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}| ?[A-Z]{2,5})?)?$"
-    ),
+    re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}| ?[A-Z]{2,5})?)?$"),
     re.compile(
         rf"^{_DOW}\s+{_MON}\s+\d{{1,2}}\s+\d{{2}}:\d{{2}}:\d{{2}}(?:\s+[A-Z]{{2,5}}|\s+[+-]\d{{4}})?\s+\d{{4}}$"
     ),
@@ -182,3 +179,24 @@ def to_uint(value: str | None) -> int | None:
         return None
     v = value.strip()
     return int(v) if _UINT_RE.match(v) else None
+
+
+_LEAD_PARENS = re.compile(r"^\s*\((?:[^()]|\([^()]*\))*\)\s*")
+
+
+def shell_prompt(line: str) -> tuple[str | None, str] | None:
+    """:func:`diagnose.parsers._ib.prompt`, also accepting nested conda/venv prefixes such as
+    ``((sglang-0.5.9) ) [user@host ~]$ cmd`` (seen in real captures)."""
+    p = prompt(line)
+    if p is not None or not line.lstrip().startswith("("):
+        return p
+    rest = line
+    for _ in range(3):
+        m = _LEAD_PARENS.match(rest)
+        if not m:
+            break
+        rest = rest[m.end() :]
+        p = prompt(rest)
+        if p is not None:
+            return p
+    return None

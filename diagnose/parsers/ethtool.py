@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._host import NicStat
-from diagnose.parsers._ib import ToolError, iter_lines, prompt
+from diagnose.parsers._host import NicStat, shell_prompt
+from diagnose.parsers._ib import ToolError, iter_lines
 
 FORMAT = "ethtool_stats"
 
@@ -32,7 +32,9 @@ _HEADER_RE = re.compile(r"^\s*NIC statistics:\s*$")
 # indented `name: value`; name may itself hold `: ` (rxq0: rx_bytes); value is an unsigned integer
 _STAT_RE = re.compile(r"^(?P<indent>[ \t]+)(?P<name>\S(?:.*?\S)?):[ \t]+(?P<val>\d+)[ \t]*(?:#.*)?$")
 _CMD_RE = re.compile(r"\bethtool\s+(?:-S|--statistics)(?:\s+--all-groups|\s+--groups\s+\S+)?\s+(?P<if>[\w.\-@:]+)")
-_IFHDR_RE = re.compile(r"^\s*(?:#+|={2,}|-{2,}|>+|\*+)?\s*(?P<if>[A-Za-z][\w.\-@]{0,30})\s*(?:={2,}|-{2,}|<+|\*+|:)?\s*$")
+_IFHDR_RE = re.compile(
+    r"^\s*(?:#+|={2,}|-{2,}|>+|\*+)?\s*(?P<if>[A-Za-z][\w.\-@]{0,30})\s*(?:={2,}|-{2,}|<+|\*+|:)?\s*$"
+)
 _ERR_RE = re.compile(
     r"^\s*(?:Cannot get (?:stats|driver|device|statistics)[^\n]*"
     r"|no stats available[^\n]*|netlink error:[^\n]*|Cannot get control socket[^\n]*"
@@ -48,6 +50,7 @@ _NOT_IF = frozenset({"nic", "statistics", "done", "end", "ok", "output"})
 
 
 def sniff(head: str) -> int:
+    head = head.replace("\r\n", "\n")
     header = bool(re.search(r"^\s*NIC statistics:\s*$", head, re.MULTILINE))
     stats = len(_SNIFF_STAT.findall(head))
     eth = len(_SNIFF_ETH.findall(head))
@@ -88,7 +91,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if not stripped:
             continue
         last_partial = None
-        p = prompt(line)
+        p = shell_prompt(line)
         cmd_m = _CMD_RE.search(line)
         if p is not None or (cmd_m and not _STAT_RE.match(line)):
             if p is not None and p[0]:
@@ -108,8 +111,15 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if m:
             dump_stats += 1
             records.append(
-                NicStat(source=source, line=n, text=clip(line), host=cur_host, netdev=netdev,
-                        counter=m.group("name"), value=int(m.group("val")))
+                NicStat(
+                    source=source,
+                    line=n,
+                    text=clip(line),
+                    host=cur_host,
+                    netdev=netdev,
+                    counter=m.group("name"),
+                    value=int(m.group("val")),
+                )
             )
             continue
         if _ERR_RE.match(line):

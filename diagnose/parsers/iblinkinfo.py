@@ -111,6 +111,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     lid_guid: dict[int, str] = {}
     pending: list[_Pending] = []
     out: list[Record] = []
+    bad: list[tuple[int, str]] = []
+    last_n = 0
 
     def close_node(at_eof: bool) -> None:
         nonlocal node
@@ -121,6 +123,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     for n, line in iter_lines(text):
         if not line.strip():
             continue
+        last_n = n
         err = tool_error(line)
         if err is not None:
             out.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
@@ -147,7 +150,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         m = PORT_LINE_RE.match(line)
         if not m:
             if "==(" in line or ")==>" in line:
-                problems.append(f"line {n}: unparseable port line {line.strip()[:80]!r}")
+                bad.append((n, line.strip()[:80]))
             continue
         link = parse_link_text(m.group("link"))
         remote = parse_remote_text(m.group("remote"))
@@ -190,6 +193,9 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             _Pending(line=n, text=line, host=cur_host, guid=guid, port=port, lid=lid, desc=desc, link=link, remote=remote)
         )
     close_node(True)
+    for n, snippet in bad:
+        prefix = "truncated: last " if n == last_n else ""
+        problems.append(f"{prefix}line {n}: unparseable port line {snippet!r}")
 
     for pd in pending:
         link, remote = pd.link, pd.remote

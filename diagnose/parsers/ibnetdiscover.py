@@ -117,6 +117,20 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     node_line = 0
     node_links = 0
     last_content: tuple[int, str] | None = None
+    pending_node: dict | None = None
+    bad_comments: list[tuple[int, str]] = []
+
+    def flush_node() -> None:
+        nonlocal pending_node
+        if pending_node is not None:
+            pn = pending_node
+            records.append(
+                FabricNode(
+                    source=source, line=pn["line"], text=clip(pn["text"]), host=pn["host"], guid=pn["guid"],
+                    node_type=pn["node_type"], description=pn["description"], ports=pn["ports"], lid=pn["lid"],
+                )
+            )
+        pending_node = None
 
     for n, line in iter_lines(text):
         stripped = line.strip()
@@ -147,19 +161,11 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             node_lid = int(lm.group("lid")) if lm else None
             node_line = n
             node_links = 0
+            flush_node()
             if node_guid is not None:
-                records.append(
-                    FabricNode(
-                        source=source,
-                        line=n,
-                        text=clip(line),
-                        host=cur_host,
-                        guid=node_guid,
-                        node_type=node_type,
-                        description=node_desc,
-                        ports=int(m.group("nports")),
-                        lid=node_lid,
-                    )
+                pending_node = dict(
+                    line=n, text=line, host=cur_host, guid=node_guid, node_type=node_type, description=node_desc,
+                    ports=int(m.group("nports")), lid=node_lid,
                 )
             continue
         m = _LINK_RE.match(line)
@@ -177,7 +183,9 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 if cm:
                     lid = int(cm.group("lid"))
             if cm is None:
-                problems.append(f"line {n}: unparseable port comment {comment[:60]!r}")
+                bad_comments.append((n, comment[:60]))
+            elif lid is not None and pending_node is not None and pending_node["lid"] is None:
+                pending_node["lid"] = lid  # a CA's LID is only on its port lines
             width, speed = _ws(cm.group("ws") if cm else None)
             peer_guid = norm_guid(m.group("rguid"))
             if peer_guid is None:
@@ -203,6 +211,11 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 )
             )
             continue
+    flush_node()
+    records.sort(key=lambda r: r.line)
+    for n, snippet in bad_comments:
+        cut = last_content is not None and n == last_content[0]
+        problems.append(f"{'truncated: last ' if cut else ''}line {n}: unparseable port comment {snippet!r}")
     if last_content is not None:
         n, line = last_content
         s = line.strip()

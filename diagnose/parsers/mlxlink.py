@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._host import MlxlinkInfo, norm_bdf
-from diagnose.parsers._ib import ToolError, iter_lines, prompt
+from diagnose.parsers._host import MlxlinkInfo, norm_bdf, shell_prompt
+from diagnose.parsers._ib import ToolError, iter_lines
 
 FORMAT = "mlxlink"
 
@@ -90,6 +90,7 @@ _SNIFF_KV = re.compile(
 
 
 def sniff(head: str) -> int:
+    head = head.replace("\r\n", "\n")
     titles = len(_SNIFF_TITLE.findall(head))
     kvs = len(_SNIFF_KV.findall(head))
     if titles and kvs >= 2:
@@ -258,11 +259,15 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 ToolError(source=source, line=n, text=clip(line), host=cur_host, tool="mlxlink", message=stripped)
             )
             continue
-        p = prompt(line)
+        p = shell_prompt(line)
         cmd = p[1] if p is not None else None
         if p is not None and p[0]:
             cur_host = p[0]
-        if cmd is None and _CMD_RE.search(line) and (stripped[:1] in "#$>" or stripped.startswith(("mlxlink", "mstlink", "sudo"))):
+        if (
+            cmd is None
+            and _CMD_RE.search(line)
+            and (stripped[:1] in "#$>" or stripped.startswith(("mlxlink", "mstlink", "sudo")))
+        ):
             cmd = stripped.lstrip("#$> ")
         if cmd is not None:
             if _CMD_RE.search(cmd):
@@ -278,16 +283,13 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         is_title = bool(
             tm
             and ":" not in stripped
-            and (
-                (nxt is not None and _DASH_RE.match(nxt[1]))
-                or stripped.lower() in {s.lower() for s in _SECTIONS}
-            )
+            and ((nxt is not None and _DASH_RE.match(nxt[1])) or stripped.lower() in {s.lower() for s in _SECTIONS})
         )
         if is_title:
             title = stripped
-            if run is None or (title.lower() == "operational info" and any(
-                t.lower() == "operational info" for t, _ in run.sections
-            )):
+            if run is None or (
+                title.lower() == "operational info" and any(t.lower() == "operational info" for t, _ in run.sections)
+            ):
                 run = new_run(n, line)
             run.sections.append((title, 0))
             continue
@@ -311,11 +313,13 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     if runs:
         last = runs[-1]
         if last_kv_empty is not None:
-            problems.append(f"truncated: run at line {last.line} ends early (line {last_kv_empty[0]}: "
-                            f"{last_kv_empty[1]!r})")
+            problems.append(
+                f"truncated: run at line {last.line} ends early (line {last_kv_empty[0]}: {last_kv_empty[1]!r})"
+            )
         elif last.sections and last.sections[-1][1] == 0:
-            problems.append(f"truncated: run at line {last.line} ends early (section "
-                            f"{last.sections[-1][0]!r} has no values)")
+            problems.append(
+                f"truncated: run at line {last.line} ends early (section {last.sections[-1][0]!r} has no values)"
+            )
     elif pending_cmd is not None:
         problems.append(f"line {pending_cmd[0]}: mlxlink command with no output")
 

@@ -32,13 +32,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 
 from diagnose.models.counters import canonical_counter
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._host import RdmaHwCounter, timestamp_line
-from diagnose.parsers._ib import IbPort, iter_lines, prompt
+from diagnose.parsers._host import RdmaHwCounter, shell_prompt, timestamp_line
+from diagnose.parsers._ib import IbPort, iter_lines
 from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "prometheus_infiniband"
@@ -108,6 +108,7 @@ _HOST_LABELS = ("host", "hostname", "node", "nodename", "instance")
 
 
 def sniff(head: str) -> int:
+    head = head.replace("\r\n", "\n")
     hits = len(_SNIFF_RE.findall(head))
     if hits >= 3:
         return 95
@@ -194,7 +195,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             if ts is not None:
                 date_ts = ts
             continue
-        p = prompt(line)
+        p = shell_prompt(line)
         if p is not None:
             if p[0]:
                 cur_host = p[0]
@@ -218,13 +219,13 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             if m.group("value") not in ("NaN", "+Inf", "-Inf", "Nan", "nan"):
                 problems.append(f"line {n}: unparseable value {m.group('value')!r}")
             continue
-        name = m.group("name")[len(_PREFIX):]
+        name = m.group("name")[len(_PREFIX) :]
         rec_host = _host_of(labels) or cur_host
         ts_ms = m.group("ts")
         timestamp = date_ts
         if ts_ms is not None:
             try:
-                timestamp = datetime.fromtimestamp(int(ts_ms) / 1000, tz=UTC).isoformat()
+                timestamp = datetime.fromtimestamp(int(ts_ms) / 1000, tz=timezone.utc).isoformat()
             except (OverflowError, ValueError, OSError):
                 timestamp = date_ts
         device = labels.get("device")
@@ -249,8 +250,16 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         hw = _HW.get(name)
         if hw is not None:
             records.append(
-                RdmaHwCounter(source=source, line=n, text=clip(line), host=rec_host, device=device, port=port_no,
-                              counter=hw, value=value)
+                RdmaHwCounter(
+                    source=source,
+                    line=n,
+                    text=clip(line),
+                    host=rec_host,
+                    device=device,
+                    port=port_no,
+                    counter=hw,
+                    value=value,
+                )
             )
             continue
         legacy = name in _LEGACY
@@ -263,9 +272,21 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         pmas.append(
             (
                 legacy,
-                PortCounter(source=source, line=n, text=clip(line), host=rec_host, lid=None, guid=None, port=port_no,
-                            counter=canon, value=value, extended=True, snapshot=snap, timestamp=timestamp,
-                            device=device),
+                PortCounter(
+                    source=source,
+                    line=n,
+                    text=clip(line),
+                    host=rec_host,
+                    lid=None,
+                    guid=None,
+                    port=port_no,
+                    counter=canon,
+                    value=value,
+                    extended=True,
+                    snapshot=snap,
+                    timestamp=timestamp,
+                    device=device,
+                ),
             )
         )
 
@@ -284,14 +305,28 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if "rate_bytes_per_second" in g:
             bps = g["rate_bytes_per_second"][2]
             rate = round(bps * 8 / 1e9, 3) if math.isfinite(bps) and bps > 0 else None
-        line, text = (g["state_id"][0], g["state_id"][1]) if "state_id" in g else (port.line, port.text)
+        at, at_text = (g["state_id"][0], g["state_id"][1]) if "state_id" in g else (port.line, port.text)
         records.append(
-            IbPort(source=source, line=line, text=clip(text), host=rec_host, device=device, port=port_no,
-                   state=_STATE_IDS.get(state_id) if state_id is not None else None,
-                   phys_state=_PHYS_IDS.get(phys_id) if phys_id is not None else None,
-                   rate_gbps=rate, width=None, speed=None, link_layer=None, lid=None, sm_lid=None,
-                   port_guid=None, node_guid=None, ca_type=dev_info.get("hca_type") or None,
-                   firmware=dev_info.get("firmware_version") or None)
+            IbPort(
+                source=source,
+                line=at,
+                text=clip(at_text),
+                host=rec_host,
+                device=device,
+                port=port_no,
+                state=_STATE_IDS.get(state_id) if state_id is not None else None,
+                phys_state=_PHYS_IDS.get(phys_id) if phys_id is not None else None,
+                rate_gbps=rate,
+                width=None,
+                speed=None,
+                link_layer=None,
+                lid=None,
+                sm_lid=None,
+                port_guid=None,
+                node_guid=None,
+                ca_type=dev_info.get("hca_type") or None,
+                firmware=dev_info.get("firmware_version") or None,
+            )
         )
 
     if last_bad is not None:

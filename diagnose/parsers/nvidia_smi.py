@@ -27,6 +27,7 @@ from diagnose.parsers._gpu import GpuSummary, lead_float, lead_int, na, norm_pci
 from diagnose.parsers._ib import ToolError, iter_lines
 
 FORMAT = "nvidia_smi"
+MIXABLE = True  # captured inside job stdout / prolog logs next to NCCL and PyTorch lines
 
 _HEADER_RE = re.compile(
     r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<driver>\S+)(?:\s+CUDA Version:\s*(?P<cuda>[^\s|]+))?"
@@ -44,7 +45,11 @@ _SNIFF_COLS = re.compile(r"^\|\s*GPU\s+Name\s+Persistence-M\s*\|\s*Bus-Id\s+Disp
 _SNIFF_ROW = re.compile(
     r"^\|\s+\d+\s+\S.*\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s+\S+\s+\|", re.MULTILINE
 )
-_SNIFF_FAIL = re.compile(r"^NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver", re.MULTILINE)
+_SNIFF_FAIL = re.compile(
+    r"^(?:NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+    r"|Unable to determine the device handle for GPU ?[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]: )",
+    re.MULTILINE,
+)
 _TOOLS = ("nvidia-smi",)
 
 

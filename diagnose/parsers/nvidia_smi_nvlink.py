@@ -20,6 +20,7 @@ from diagnose.parsers._gpu import NvlinkErrorCounter, NvlinkStatus, shell_line, 
 from diagnose.parsers._ib import ToolError, iter_lines
 
 FORMAT = "nvidia_smi_nvlink"
+MIXABLE = True  # captured inside job stdout / prolog logs next to NCCL and PyTorch lines
 
 _GPU_RE = re.compile(r"^\s*GPU\s+(?P<idx>\d+):\s*(?P<name>.*?)(?:\s*\(UUID:\s*(?P<uuid>[^)\s]+)\s*\))?\s*$")
 _STATUS_RE = re.compile(

@@ -50,6 +50,7 @@ from diagnose.parsers._gpu import GpuInfo, lead_float, lead_int, na, norm_pci, s
 from diagnose.parsers._ib import ToolError, iter_lines
 
 FORMAT = "nvidia_smi_q"
+MIXABLE = True  # captured inside job stdout / prolog logs next to NCCL and PyTorch lines
 
 _GPU_RE = re.compile(r"^GPU\s+(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 _KV_RE = re.compile(r"^(?P<key>[^:]*?[^\s:])\s*:(?:\s(?P<val>.*))?$")
@@ -164,6 +165,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     block: _Block | None = None
     stack: list[tuple[int, str]] = []  # (indent, lowercased section name) inside the current GPU block
     blocks = 0
+    banner = False
 
     def close() -> None:
         nonlocal block
@@ -184,6 +186,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if _BANNER_RE.match(stripped):
             close()
             header = {}
+            banner = True
             continue
         gm = _GPU_RE.match(stripped) if line == stripped else None
         if gm:
@@ -247,7 +250,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if block.has_product and not block.has_processes and not _last_is_processes(block):
             problems.append(f"truncated: GPU {block.pci} block ends early (no Processes section)")
         close()
-    if header and blocks == 0 and not any(isinstance(r, ToolError) for r in records):
+    if banner and blocks == 0 and not any(isinstance(r, ToolError) for r in records):
         problems.append("nvidia-smi -q header without any GPU block")
 
 

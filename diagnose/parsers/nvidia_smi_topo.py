@@ -26,6 +26,7 @@ from diagnose.parsers._gpu import TopoDevice, TopoEntry, na, shell_line, smi_err
 from diagnose.parsers._ib import ToolError, iter_lines
 
 FORMAT = "nvidia_smi_topo"
+MIXABLE = True  # captured inside job stdout / prolog logs next to NCCL and PyTorch lines
 
 _DEV_TOKEN = r"(?:GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+|[a-z][a-z0-9]*_\d+)"
 _DEV_RE = re.compile(rf"^{_DEV_TOKEN}$")
@@ -136,7 +137,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 problems.append(f"line {n}: not a connection matrix row ({', '.join(sorted(set(bad))[:3])})")
                 continue
             mat.rows.append((n, line, name, cpu, numa))
-            for col, rel in zip(mat.cols, rels):
+            for col, rel in zip(mat.cols, rels, strict=True):
                 entries.append(TopoEntry(source=source, line=n, text=clip(line), host=mat.host, row=name, col=col,
                                          relation=rel))
             continue
@@ -153,7 +154,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if len(m.rows) < len(m.cols):
             where = "truncated: " if not m.done else f"line {m.line}: "
             problems.append(f"{where}matrix shows {len(m.rows)} of {len(m.cols)} rows")
-    if any(m.cols and any(c.startswith("NIC") for c in m.cols) for m in matrices) and not legend:
+    truncated = any(len(m.rows) < len(m.cols) and not m.done for m in matrices)
+    if any(any(c.startswith("NIC") for c in m.cols) for m in matrices) and not legend and not truncated:
         problems.append("NIC columns without a NIC Legend")
 
 

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 from diagnose.models.counters import canonical_counter
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._host import DevNetMap, RdmaHwCounter, timestamp_line, to_uint
+from diagnose.parsers._host import DevNetMap, RdmaHwCounter, shell_prompt, timestamp_line, to_uint
 from diagnose.parsers._ib import (
     GidEntry,
     IbPort,
@@ -44,7 +44,6 @@ from diagnose.parsers._ib import (
     norm_phys_state,
     norm_state,
     parse_sysfs_rate,
-    prompt,
     to_int,
 )
 from diagnose.parsers.perfquery import PortCounter
@@ -68,7 +67,9 @@ _ERR_RE = re.compile(r"^\s*(?:grep|cat|head|tail|find):\s.*$")
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 _NA_RE = re.compile(r"^N/A\b", re.IGNORECASE)
 
+
 def sniff(head: str) -> int:
+    head = head.replace("\r\n", "\n")
     hits = 0
     infiniband = 0
     lines = 0
@@ -145,7 +146,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if not stripped:
             continue
         last_bad = None
-        p = prompt(line)
+        p = shell_prompt(line)
         if p is not None:
             if p[0]:
                 cur_host = p[0]
@@ -173,8 +174,14 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             if v is not None:
                 records.append(
                     RdmaHwCounter(
-                        source=source, line=n, text=clip(line), host=cur_host, device=dev, port=None,
-                        counter=m.group("dhw"), value=v,
+                        source=source,
+                        line=n,
+                        text=clip(line),
+                        host=cur_host,
+                        device=dev,
+                        port=None,
+                        counter=m.group("dhw"),
+                        value=v,
                     )
                 )
             elif not _NA_RE.match(val):
@@ -196,8 +203,16 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             if re.fullmatch(r"[\w.\-@]{1,32}", val) and (dev, port_no, val) not in ndevs:
                 ndevs.add((dev, port_no, val))
                 records.append(
-                    DevNetMap(source=source, line=n, text=clip(line), host=cur_host, device=dev, port=port_no,
-                              netdev=val, up=None)
+                    DevNetMap(
+                        source=source,
+                        line=n,
+                        text=clip(line),
+                        host=cur_host,
+                        device=dev,
+                        port=port_no,
+                        netdev=val,
+                        up=None,
+                    )
                 )
         else:
             cdir, cname = m.group("cdir"), m.group("cname")
@@ -211,8 +226,14 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             if cdir == "hw_counters":
                 records.append(
                     RdmaHwCounter(
-                        source=source, line=n, text=clip(line), host=cur_host, device=dev, port=port_no,
-                        counter=cname, value=v,
+                        source=source,
+                        line=n,
+                        text=clip(line),
+                        host=cur_host,
+                        device=dev,
+                        port=port_no,
+                        counter=cname,
+                        value=v,
                     )
                 )
                 continue
@@ -230,13 +251,23 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         extended = c.cdir == "counters_ext" or not ports[(c.dev, c.port)].has_ext
         records.append(
             PortCounter(
-                source=source, line=c.line, text=clip(c.text), host=c.host, lid=None, guid=None, port=c.port,
-                counter=c.canon, value=c.value, extended=extended, snapshot=c.snapshot, timestamp=c.timestamp,
+                source=source,
+                line=c.line,
+                text=clip(c.text),
+                host=c.host,
+                lid=None,
+                guid=None,
+                port=c.port,
+                counter=c.canon,
+                value=c.value,
+                extended=extended,
+                snapshot=c.snapshot,
+                timestamp=c.timestamp,
                 device=c.dev,
             )
         )
 
-    for (dev, port_no), port in ports.items():
+    for (dev, _port_no), port in ports.items():
         records.extend(_port_records(port, dev_attrs.get(dev, {}), source, problems))
 
     if last_bad is not None:
@@ -264,13 +295,24 @@ def _port_records(port: _Port, dattr: dict[str, str], source: str, problems: lis
         line, text = (a["state"][0], a["state"][1]) if "state" in a else (port.line, port.text)
         out.append(
             IbPort(
-                source=source, line=line, text=clip(text), host=port.host, device=port.device, port=port.port,
-                state=norm_state(val("state")), phys_state=norm_phys_state(val("phys_state")),
-                rate_gbps=rate, width=width, speed=speed, link_layer=link_layer,
+                source=source,
+                line=line,
+                text=clip(text),
+                host=port.host,
+                device=port.device,
+                port=port.port,
+                state=norm_state(val("state")),
+                phys_state=norm_phys_state(val("phys_state")),
+                rate_gbps=rate,
+                width=width,
+                speed=speed,
+                link_layer=link_layer,
                 lid=to_int(val("lid"), 16) if val("lid") else None,
                 sm_lid=to_int(val("sm_lid"), 16) if val("sm_lid") else None,
-                port_guid=port_guid, node_guid=norm_guid(dattr.get("node_guid")),
-                ca_type=dattr.get("hca_type") or None, firmware=dattr.get("fw_ver") or None,
+                port_guid=port_guid,
+                node_guid=norm_guid(dattr.get("node_guid")),
+                ca_type=dattr.get("hca_type") or None,
+                firmware=dattr.get("fw_ver") or None,
             )
         )
     for idx in sorted(port.gids):
@@ -280,8 +322,15 @@ def _port_records(port: _Port, dattr: dict[str, str], source: str, problems: lis
             continue
         out.append(
             GidEntry(
-                source=source, line=n, text=clip(text), host=port.host, device=port.device, port=port.port,
-                index=idx, gid=g, gid_type=port.gid_types.get(idx),
+                source=source,
+                line=n,
+                text=clip(text),
+                host=port.host,
+                device=port.device,
+                port=port.port,
+                index=idx,
+                gid=g,
+                gid_type=port.gid_types.get(idx),
             )
         )
     return out

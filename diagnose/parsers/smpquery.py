@@ -1,0 +1,264 @@
+"""``smpquery`` / ``ibportstate`` (infiniband-diags): NodeInfo / PortInfo / NodeDescription dumps.
+
+Shape (rdma-core ``infiniband-diags/smpquery.c``, fields from libibmad ``fields.c``/``dump.c``)::
+
+    # Node info: Lid 2
+    BaseVers:........................1
+    NodeType:........................Channel Adapter
+    NumPorts:........................1
+    SystemGuid:......................0xec0d9a03000c8983
+    Guid:............................0xec0d9a03000c8980
+    PortGuid:........................0xec0d9a03000c8981
+    # Port info: Lid 12 port 2
+    LinkState:.......................Active
+    PhysLinkState:...................LinkUp
+    Lid:.............................12
+    LinkWidthActive:.................4X
+    LinkSpeedActive:.................10.0 Gbps
+    LinkSpeedExtActive:..............14.0625 Gbps
+    Node Description:.................b1nstcx02 HCA-1
+
+``ibportstate <lid> <port> [query]`` prints the same ``# Port info:`` dump after a ``CA/RT PortInfo:`` (or
+``Initial ... PortInfo:`` / ``After PortInfo set:``) line. ``# MLNX ext Port info:`` and ``# Switch info:`` blocks
+are skipped.
+
+Records: :class:`PortInfo` per PortInfo dump (LID-keyed: a PortInfo carries no GUID), a
+:class:`~diagnose.parsers._fabric.FabricPortState` per PortInfo dump whose GUID is known: the node GUID of a
+NodeInfo dump of the same LID in the capture, or the (port) GUID of a ``-G``/``--Guid`` command line, and a
+:class:`~diagnose.parsers._fabric.FabricNode` per NodeInfo dump (description from a ``Node Description:`` line of
+the same LID when present). Speed: ``LinkSpeedExtActive`` when it is a rate, else ``LinkSpeedActive``; width and speed are None for a Down
+port (IBA C14-24.2.1: only the state fields of a down port are valid).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from diagnose.models.records import ParseResult, Record, clip
+from diagnose.parsers._fabric import FabricNode, FabricPortState, norm_node_type, norm_width, port_state, speed_name
+from diagnose.parsers._ib import (
+    ToolError,
+    command_line,
+    iter_lines,
+    norm_guid,
+    norm_phys_state,
+    prompt,
+    to_int,
+    tool_error,
+)
+
+FORMAT = "smpquery"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PortInfo(Record):
+    """One PortInfo dump (``smpquery portinfo`` / ``ibportstate``), keyed by LID and port.
+
+    ``guid`` is the node GUID when the capture shows it (NodeInfo of the same LID, ``-G`` argument), else None.
+    """
+
+    lid: int | None
+    port: int
+    guid: str | None
+    state: str | None
+    phys_state: str | None
+    width: str | None
+    speed: str | None
+    sm_lid: int | None
+    width_supported: str | None
+    speed_supported: str | None
+
+
+_HDR_RE = re.compile(
+    r"^\s*#\s*(?P<attr>Node info|Port info|Port info Extended|MLNX ext Port info|Switch info)\s*:\s*"
+    r"(?P<portid>.*?)(?:\s+port\s+(?P<port>\d+))?\s*$"
+)
+_LID_RE = re.compile(r"\bLid\s+(?P<lid>\d+)")
+_FIELD_RE = re.compile(r"^\s*(?P<name>[A-Za-z][A-Za-z0-9 ]*?):\.+(?P<val>.*?)\s*$")
+_ND_RE = re.compile(r"^\s*Node Description:\.+(?P<desc>.*?)\s*$")
+_GUID_FLAG_RE = re.compile(r"(?:^|\s)(?:-G|--Guid)(?:\s|=|$)")
+_GUID_TOKEN_RE = re.compile(r"(?:^|[\s=])(?P<guid>0x[0-9A-Fa-f]{1,16})\b")
+_LID_ARG_RE = re.compile(
+    r"(?:^|\s)(?:smpquery|ibportstate)\s+(?:-\S+\s+)*(?:(?:nd|nodedesc|ni|nodeinfo|pi|portinfo|query)\s+)?"
+    r"(?:-L\s+)?(?P<lid>\d+)\b",
+    re.IGNORECASE,
+)
+_TOOLS = ("smpquery", "ibportstate")
+
+_SNIFF_HDR = re.compile(r"^[ \t]*#[ \t]*(?:Node info|Port info|Switch info):[ \t]*(?:Lid \d+|DR path)", re.MULTILINE)
+_SNIFF_FIELD = re.compile(
+    r"^[ \t]*(?:LinkState|PhysLinkState|LinkWidthActive|LinkSpeedActive|LinkSpeedExtActive|NodeType|NumPorts"
+    r"|PortGuid|SMLid|Node Description):\.{2,}\S",
+    re.MULTILINE,
+)
+
+
+def sniff(head: str) -> int:
+    hdrs = len(_SNIFF_HDR.findall(head))
+    fields = len(_SNIFF_FIELD.findall(head))
+    if hdrs and fields:
+        return 95
+    if fields >= 3 and ("LinkState:" in head or "NodeType:" in head):
+        return 50  # dump whose header was cut off
+    if fields == 1 and "Node Description:." in head:
+        return 60  # `smpquery nd`
+    return 0
+
+
+@dataclass
+class _Dump:
+    attr: str
+    lid: int | None
+    port: int | None
+    line: int
+    text: str
+    host: str | None
+    arg_guid: str | None
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def parse(text: str, source: str, host: str | None = None) -> ParseResult:
+    records: list[Record] = []
+    problems: list[str] = []
+    try:
+        _parse(text, source, host, records, problems)
+    except Exception as exc:  # pragma: no cover - defensive
+        problems.append(f"parser error: {type(exc).__name__}: {exc}")
+    return ParseResult(format=FORMAT, records=records, problems=problems)
+
+
+def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:
+    cur_host = host
+    arg_guid: str | None = None
+    arg_lid: int | None = None
+    dumps: list[_Dump] = []
+    cur: _Dump | None = None
+    descs: dict[int | None, str] = {}
+
+    for n, line in iter_lines(text):
+        if not line.strip():
+            continue
+        err = tool_error(line)
+        if err is not None:
+            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
+            continue
+        m = _HDR_RE.match(line)
+        if m:
+            lm = _LID_RE.search(m.group("portid"))
+            cur = _Dump(
+                attr=m.group("attr"),
+                lid=int(lm.group("lid")) if lm else None,
+                port=int(m.group("port")) if m.group("port") else None,
+                line=n,
+                text=line,
+                host=cur_host,
+                arg_guid=arg_guid,
+            )
+            dumps.append(cur)
+            continue
+        m = _ND_RE.match(line)
+        if m:
+            descs[arg_lid] = m.group("desc")
+            cur = None
+            continue
+        p = prompt(line)
+        cmd = p[1] if p is not None else command_line(line, _TOOLS)
+        if p is not None or cmd is not None:
+            cur = None
+            if p is not None and p[0]:
+                cur_host = p[0]
+            gm = _GUID_TOKEN_RE.search(cmd or "") if _GUID_FLAG_RE.search(cmd or "") else None
+            arg_guid = norm_guid(gm.group("guid")) if gm else None
+            lm2 = _LID_ARG_RE.search(" " + (cmd or ""))
+            arg_lid = int(lm2.group("lid")) if lm2 and not gm else None
+            continue
+        m = _FIELD_RE.match(line)
+        if m and cur is not None:
+            cur.fields.setdefault(m.group("name").strip(), m.group("val"))
+            continue
+        if line.strip().startswith("#") or line.strip().endswith("PortInfo:"):
+            cur = None
+
+    # node GUID per LID from NodeInfo dumps
+    lid_guid: dict[int, str] = {}
+    for d in dumps:
+        if d.attr == "Node info":
+            g = norm_guid(d.fields.get("Guid")) or d.arg_guid
+            if g is not None and d.lid is not None:
+                lid_guid.setdefault(d.lid, g)
+
+    for d in dumps:
+        f = d.fields
+        if d.attr == "Node info":
+            guid = norm_guid(f.get("Guid")) or d.arg_guid
+            ntype = norm_node_type(f.get("NodeType"))
+            if guid is None or ntype is None:
+                problems.append(f"line {d.line}: NodeInfo dump without Guid/NodeType (cut off?)")
+                continue
+            records.append(
+                FabricNode(
+                    source=source,
+                    line=d.line,
+                    text=clip(d.text),
+                    host=d.host,
+                    guid=guid,
+                    node_type=ntype,
+                    description=descs.get(d.lid),
+                    ports=to_int(f.get("NumPorts")),
+                    lid=d.lid,
+                )
+            )
+        elif d.attr == "Port info":
+            if not f:
+                problems.append(f"truncated: PortInfo dump at line {d.line} has no fields")
+                continue
+            ext = speed_name(f.get("LinkSpeedExtActive"))
+            speed = ext or speed_name(f.get("LinkSpeedActive"))
+            lid = to_int(f.get("Lid")) if f.get("Lid") is not None else d.lid
+            port = d.port if d.port is not None else 0
+            guid = d.arg_guid or (lid_guid.get(d.lid) if d.lid is not None else None)
+            state = port_state(f.get("LinkState"))
+            phys = norm_phys_state(f.get("PhysLinkState"))
+            width = norm_width(f.get("LinkWidthActive"))
+            if state == "Down":  # IBA C14-24.2.1: a down port's other PortInfo fields are not valid
+                width = speed = None
+            if state is None and phys is None:
+                problems.append(f"truncated: PortInfo dump at line {d.line} has no LinkState")
+            records.append(
+                PortInfo(
+                    source=source,
+                    line=d.line,
+                    text=clip(d.text),
+                    host=d.host,
+                    lid=lid,
+                    port=port,
+                    guid=guid,
+                    state=state,
+                    phys_state=phys,
+                    width=width,
+                    speed=speed,
+                    sm_lid=to_int(f.get("SMLid")),
+                    width_supported=f.get("LinkWidthSupported"),
+                    speed_supported=f.get("LinkSpeedSupported"),
+                )
+            )
+            if guid is not None:
+                records.append(
+                    FabricPortState(
+                        source=source,
+                        line=d.line,
+                        text=clip(d.text),
+                        host=d.host,
+                        guid=guid,
+                        port=port,
+                        state=state,
+                        phys_state=phys,
+                        width=width,
+                        speed=speed,
+                        lid=lid,
+                        description=descs.get(d.lid),
+                        could_be=None,
+                    )
+                )
+    records.sort(key=lambda r: r.line)
