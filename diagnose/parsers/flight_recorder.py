@@ -315,8 +315,9 @@ def _convert(
     if bad:
         problems.append(f"{bad} entries are not dicts")
 
-    pg_config = obj.get("pg_config") if isinstance(obj.get("pg_config"), dict) else {}
-    pg_status = obj.get("pg_status") if isinstance(obj.get("pg_status"), dict) else {}
+    raw_cfg, raw_st = obj.get("pg_config"), obj.get("pg_status")
+    pg_config: dict[Any, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
+    pg_status: dict[Any, Any] = raw_st if isinstance(raw_st, dict) else {}
     used_cfg: set[str] = set()
     first_line = 1
     first_text = lines[0] if lines else "pg_status"
