@@ -71,8 +71,10 @@ def write_mixed_bundle(root: Path, mib: int, files: int = 4, gz: bool = False) -
                     line = _NCCL[0].format(**v)
                 elif i % 1000 == 3:
                     line = _NCCL[3].format(**v)
-                else:
-                    line = _NCCL[1 + i % 2].format(**v)
+                elif i % 1000 == 5:
+                    line = _NCCL[2].format(**v)
+                else:  # NCCL_DEBUG_SUBSYS=COLL chatter: one line per collective call
+                    line = _NCCL[1].format(**v)
                 buf.append(line)
                 n += len(line)
                 i += 1

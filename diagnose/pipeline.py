@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import structlog
 
@@ -71,36 +72,24 @@ def _parse_binary(bf: BundleFile, ev: Evidence) -> bool:
     return True
 
 
-def _parse_stream(bf: BundleFile, mods: list, ev: Evidence, problems: list[str],  # type: ignore[type-arg]
-                  limits: LoadLimits, progress: Progress | None) -> None:
-    """Parse a large line-oriented log chunk by chunk: memory stays bounded by the chunk size."""
-    assert bf.stream is not None
-    n = 0
-    done = 0
-    for first_line, chunk in iter_text_chunks(bf.stream, limits, problems):
-        offset = first_line - 1
-        for mod in mods:
-            try:
-                res = mod.parse(chunk, bf.path, bf.host_hint)
-            except Exception as exc:  # noqa: BLE001
-                problems.append(f"{mod.FORMAT} parser failed near line {first_line}: {exc.__class__.__name__}: {exc}")
-                continue
-            recs = res.records
-            if offset:
-                # the records were just built for this chunk and nobody else holds them: shift their line
-                # numbers in place (dataclasses.replace would copy every record)
-                for r in recs:
-                    object.__setattr__(r, "line", r.line + offset)
-            ev.records.extend(recs)
-            n += len(recs)
-            problems.extend(p for p in res.problems if not p.startswith("truncated"))
-        done += len(chunk)
-        if progress:
-            progress(f"{bf.path} {min(100, done * 100 // max(1, bf.stream.size))}%", -1, -1)
-    for mod in mods:
-        ev.formats.add(mod.FORMAT)
-    ev.files.append(FileEntry(path=bf.path, format="+".join(m.FORMAT for m in mods), records=n,
-                              problem="; ".join(dict.fromkeys(problems)) if problems else None))
+def _run_parser(mod: ModuleType, text: str, bf: BundleFile, ev: Evidence, problems: list[str], offset: int = 0) -> int:
+    """Parse ``text`` (the whole file, or a chunk starting after line ``offset``) with one parser."""
+    try:
+        res = mod.parse(text, bf.path, bf.host_hint)
+    except Exception as exc:  # noqa: BLE001 - one parser bug never hides the other files
+        log.warning("parser_failed", file=bf.path, format=mod.FORMAT, error=repr(exc))
+        where = f" near line {offset + 1}" if offset else ""
+        problems.append(f"{mod.FORMAT} parser failed{where}: {exc.__class__.__name__}: {exc}")
+        return 0
+    if offset:
+        # the records were just built for this chunk and nobody else holds them: shift their line numbers
+        # in place (dataclasses.replace would copy every record)
+        for r in res.records:
+            object.__setattr__(r, "line", r.line + offset)
+    ev.records.extend(res.records)
+    problems.extend(p for p in res.problems if not (offset and p.startswith("truncated")))
+    ev.formats.add(mod.FORMAT)
+    return len(res.records)
 
 
 def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None) -> None:
@@ -118,29 +107,31 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
                                   problem="; ".join(bf.problems) or None))
         return
     problems = list(bf.problems)
-    if bf.stream is not None:
-        mods = [parsers.by_format(f) for f in sn.formats]
-        if all(getattr(m, "STREAMABLE", False) for m in mods):
-            _parse_stream(bf, mods, ev, problems, limits, progress)
-            return
-        text, capped = read_capped(bf.stream, limits)
-        bf.text = text
-        problems += capped
+    mods = [parsers.by_format(f) for f in sn.formats]
     n = 0
-    for fmt in sn.formats:
-        mod = parsers.by_format(fmt)
-        try:
-            res = mod.parse(bf.text, bf.path, bf.host_hint)
-        except Exception as exc:
-            log.warning("parser_failed", file=bf.path, format=fmt, error=repr(exc))
-            problems.append(f"{fmt} parser failed: {exc.__class__.__name__}: {exc}")
-            continue
-        ev.records.extend(res.records)
-        problems.extend(res.problems)
-        n += len(res.records)
-        ev.formats.add(fmt)
+    if bf.stream is None:
+        for mod in mods:
+            n += _run_parser(mod, bf.text, bf, ev, problems)
+    else:
+        # a large file: line-oriented formats are parsed chunk by chunk (memory bounded by the chunk size),
+        # the others see the head and tail of the file
+        streamed = [m for m in mods if getattr(m, "STREAMABLE", False)]
+        capped = [m for m in mods if not getattr(m, "STREAMABLE", False)]
+        if streamed:
+            done = 0
+            for first_line, chunk in iter_text_chunks(bf.stream, limits, problems):
+                for mod in streamed:
+                    n += _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
+                done += len(chunk)
+                if progress:
+                    progress(f"{bf.path} {min(100, done * 100 // max(1, bf.stream.size))}%", -1, -1)
+        if capped:
+            text, notes = read_capped(bf.stream, limits)
+            problems += notes
+            for mod in capped:
+                n += _run_parser(mod, text, bf, ev, problems)
     ev.files.append(FileEntry(path=bf.path, format="+".join(sn.formats), records=n,
-                              problem="; ".join(problems) if problems else None))
+                              problem="; ".join(dict.fromkeys(problems)) if problems else None))
 
 
 def gather(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from diagnose.models.records import ParseResult, Record, clip
 
 FORMAT = "fabric_manager_log"
+STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
 
 _LOG = re.compile(r"^\[(?P<ts>[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d)\] \[(?P<level>[A-Z]+)\] \[tid \d+\] (?P<msg>.*)$")
 _JOURNAL = re.compile(

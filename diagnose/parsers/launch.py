@@ -33,6 +33,7 @@ from diagnose.parsers._ib import iter_lines, prompt
 from diagnose.parsers._job import LaunchSpec
 
 FORMAT = "launch"
+STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
 MIXABLE = True
 
 _MPI_NAMES = frozenset({"mpirun", "mpiexec", "mpiexec.hydra", "orterun", "prterun", "oshrun", "mpirun.openmpi"})

@@ -28,6 +28,7 @@ from diagnose.parsers._fabric import SmEvent
 from diagnose.parsers._ib import iter_lines
 
 FORMAT = "opensm_log"
+STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
 MIXABLE = True
 
 _MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
