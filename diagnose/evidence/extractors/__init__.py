@@ -21,6 +21,14 @@ def extractor(fn: Extractor) -> Extractor:
 
 
 def all_extractors() -> list[tuple[str, Extractor]]:
-    from diagnose.evidence.extractors import app, bandwidth, gpu, host, links, nccl  # noqa: F401
+    """Every registered extractor, sorted by qualified name (deterministic order).
 
-    return sorted(_REGISTRY, key=lambda t: t[0])
+    Modules in this package are discovered, so adding an extractor is adding a module.
+    """
+    import importlib
+    import pkgutil
+
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    return sorted(set(_REGISTRY), key=lambda t: t[0])
