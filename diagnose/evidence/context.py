@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from diagnose.evidence.frames import message_frame
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
+
+if TYPE_CHECKING:
+    from diagnose.topology import Fabric
 
 MAX_REFS = 8
 
@@ -18,6 +22,8 @@ class Context:
     formats: set[str]
     thresholds: dict[str, float] = field(default_factory=dict)
     _messages: pd.DataFrame | None = None
+    _fabric: object = None
+    _fabric_built: bool = False
 
     def frame(self, name: str) -> pd.DataFrame:
         df = self.frames.get(name)
@@ -26,6 +32,16 @@ class Context:
     def has(self, name: str) -> bool:
         df = self.frames.get(name)
         return df is not None and not df.empty
+
+    @property
+    def fabric(self) -> Fabric | None:
+        """The fabric graph when the bundle holds a topology source, else None (built once)."""
+        if not self._fabric_built:
+            from diagnose.topology import build_fabric
+
+            self._fabric = build_fabric(self.frames)
+            self._fabric_built = True
+        return self._fabric  # type: ignore[return-value]
 
     @property
     def messages(self) -> pd.DataFrame:

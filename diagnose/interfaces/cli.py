@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import Enum
+from pathlib import Path  # noqa: TC003 - typer evaluates annotations at run time
 from typing import Annotated
 
 import structlog
@@ -156,6 +157,64 @@ def evidence(
 
 
 @app.command()
+def topology(
+    paths: Annotated[list[str], typer.Argument(help="Bundle folders, archives or files with a topology source.")],
+    fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text or json.")] = Fmt.text,
+    graphml: Annotated[Path | None, typer.Option(help="Also write the fabric graph as GraphML here.")] = None,
+) -> None:
+    """Summarise the fabric: tiers, counts, degraded links and ports that are down."""
+    import networkx as nx
+
+    from diagnose.evidence.frames import build_frames
+    from diagnose.pipeline import gather
+    from diagnose.topology import build_fabric
+
+    try:
+        ev = gather(paths)
+    except BundleError as exc:
+        _fail(str(exc))
+        return
+    fab = build_fabric(build_frames(ev.records))
+    if fab is None:
+        _fail("no topology source in the input (ibnetdiscover, iblinkinfo, ibqueryerrors -r or ibdiagnet2.db_csv)")
+        return
+    summary = fab.summary()
+    if graphml is not None:
+        g = fab.graph.copy()
+        for _, d in g.nodes(data=True):
+            for k in list(d):
+                if d[k] is None:
+                    del d[k]
+        for _, _, d in g.edges(data=True):
+            for k in list(d):
+                if d[k] is None:
+                    del d[k]
+        nx.write_graphml(nx.Graph(g), graphml)
+        summary["graphml"] = str(graphml)
+    if fmt is Fmt.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        return
+    con = Console()
+    t = Table(title="Fabric", show_header=False)
+    t.add_column()
+    t.add_column()
+    for tier, n in summary["nodes"].items():  # type: ignore[union-attr]
+        t.add_row(tier, str(n))
+    t.add_row("hosts", str(summary["hosts"]))
+    t.add_row("cables", str(summary["cables"]))
+    t.add_row("best link", f"{summary['best_link']:g} Gb/s" if summary["best_link"] else "-")
+    con.print(t)
+    for title, key in (("Degraded links", "degraded_links"), ("Ports down", "ports_down")):
+        items = summary[key]
+        if items:
+            d = Table(title=f"{title} ({len(items)})", show_header=False)  # type: ignore[arg-type]
+            d.add_column()
+            for x in items:  # type: ignore[union-attr]
+                d.add_row(str(x))
+            con.print(d)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of the triage JSON output."""
     from diagnose.render.json_out import json_schema
@@ -254,6 +313,7 @@ def bench_parse_cmd(
 
 
 def main() -> None:
+    configure("console", "warning")  # until the root callback applies --log-format/--log-level
     try:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)

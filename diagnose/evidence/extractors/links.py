@@ -10,6 +10,7 @@ from diagnose.evidence.context import Context, finding, hosts_label, sval, val
 from diagnose.evidence.extractors import extractor
 from diagnose.models.counters import ERROR_COUNTERS, counter_bits
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
+from diagnose.topology.fabric import Fabric, link_gbps
 
 
 def _nccl_devices(ctx: Context) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -155,6 +156,23 @@ _EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
 _LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
 
 
+def _port_gbps(ctx: Context, fab: Fabric | None, host: str | None, device: str | None, guid: str | None,
+               port: int | None) -> float | None:
+    """The link's rate in Gb/s, from the topology (width x speed) or from ibstat's Rate."""
+    if fab is not None and guid and port is not None:
+        info = fab.ports.get((guid, port))
+        if info is not None:
+            r = link_gbps(info.width, info.speed)
+            if r:
+                return r
+    ports = ctx.frame("IbPort")
+    if not ports.empty and device:
+        sel = ports[(ports["device"] == device) & ((ports["host"] == host) if host else True)]
+        if "rate_gbps" in sel and sel["rate_gbps"].notna().any():
+            return float(sel["rate_gbps"].dropna().iloc[0])
+    return None
+
+
 def _snapshot_order(pc: pd.DataFrame) -> pd.Series:
     """A global order of counter snapshots, across files: the time printed before each snapshot
     (``date`` output) when there is one, else names such as before/after, then the file's own order."""
@@ -189,6 +207,7 @@ def port_counters(ctx: Context) -> list[Finding]:
     pc = pc.sort_values(keys + ["order_k", "line"], kind="stable")
     err_rows = pc[pc["counter"].isin(ERROR_COUNTERS)].reset_index(drop=True)
     by_lid, by_guid = _port_index(ctx)
+    fab = ctx.fabric
     out: list[Finding] = []
     n_err = 0
     # vectorised per-(port, counter) summary; Python only touches ports whose counter is non-zero
@@ -198,15 +217,18 @@ def port_counters(ctx: Context) -> list[Finding]:
     step = err_rows["value"].diff()
     err_rows["inc"] = step.where(same, 0).where(~(same & (step < 0)), err_rows["value"]).fillna(0)
     err_rows["reset"] = same & (step < 0)
+    ts = pd.to_datetime(err_rows["timestamp"], errors="coerce", utc=True, format="mixed")
+    err_rows["ts_s"] = ts.map(lambda t: t.timestamp() if not pd.isna(t) else float("nan"))
     grouped = err_rows.groupby(keys, sort=True)
     agg = grouped.agg(first=("value", "first"), last=("value", "last"), snaps=("order_k", "nunique"),
-                      extended=("extended", "last"), inc=("inc", "sum"), reset=("reset", "any"))
+                      extended=("extended", "last"), inc=("inc", "sum"), reset=("reset", "any"),
+                      t0=("ts_s", "min"), t1=("ts_s", "max"))
     positions = grouped.indices
     src, lines, texts = (err_rows[c].to_numpy() for c in ("source", "line", "text"))
     agg = agg[agg["last"] > 0]
-    for key, last, snaps, extended, inc, reset in zip(
+    for key, last, snaps, extended, inc, reset, t0, t1 in zip(
         agg.index, agg["last"].to_numpy(), agg["snaps"].to_numpy(), agg["extended"].to_numpy(),
-        agg["inc"].to_numpy(), agg["reset"].to_numpy(), strict=True,
+        agg["inc"].to_numpy(), agg["reset"].to_numpy(), agg["t0"].to_numpy(), agg["t1"].to_numpy(), strict=True,
     ):
         n_err += 1
         host, dev, guid, lid, port, counter = key
@@ -219,13 +241,28 @@ def port_counters(ctx: Context) -> list[Finding]:
         device = dev or (str(info["device"]) if info is not None else None)
         hca_port = port if port >= 0 else None
         is_switch = info is None and guid != "" and not host
+        peer = None
+        node_guid = guid or (fab.by_lid.get(lid) if fab is not None and lid >= 0 else None)
+        if fab is not None and not node_guid and dev_host and device:
+            node_guid = fab.hca(dev_host, device)
+        if fab is not None and node_guid and node_guid in fab.graph:
+            if fab.kind(node_guid) == "SW":
+                is_switch, dev_host, device = True, None, fab.name(node_guid)
+            else:
+                h, d = fab.host_device(node_guid)
+                dev_host, device = dev_host or h, device or d
+            far = fab.peer(node_guid, hca_port) if hca_port is not None else None
+            if far is not None:
+                peer = fab.label(*far)
         delta = int(inc) if snaps > 1 else None
         bits = counter_bits(counter)
         # basic (non -x) PMA counters stop at their maximum instead of wrapping: the rate is then unknown
         saturated = (not bool(extended)) and bits is not None and last >= (1 << bits) - 1
-        where = " ".join(x for x in [dev_host or (f"guid {guid}" if guid else None), device,
+        where = " ".join(x for x in [dev_host or (f"guid {guid}" if guid and not device else None), device,
                                      f"port {hca_port}" if hca_port is not None else None,
                                      f"(lid {lid})" if lid >= 0 else None] if x)
+        if peer:
+            where += f", cabled to {peer}"
         trend = (f", +{delta} across {snaps} snapshots" if delta else ", not rising across snapshots") if snaps > 1 else ""
         if reset:
             trend += " (the counter was reset between snapshots)"
@@ -235,13 +272,22 @@ def port_counters(ctx: Context) -> list[Finding]:
         }
         if delta is not None:
             attrs["delta"] = delta
+            window = float(t1 - t0) if t1 == t1 and t0 == t0 else 0.0  # NaN-safe
+            if window > 0:
+                attrs["window_s"] = round(window)
+                attrs["per_hour"] = round(delta * 3600.0 / window, 2)
+                gbps = _port_gbps(ctx, fab, dev_host, device, node_guid, hca_port)
+                if gbps and counter == "symbol_error":
+                    # bit error rate over the window: errors / bits carried at the link's signalling rate
+                    attrs["ber"] = float(f"{delta / (gbps * 1e9 * window):.3e}")
+                    attrs["link_gbps"] = gbps
         pos = list(positions[key])[-4:]  # oldest snapshot first
         ev = [EvidenceRef(file=str(src[i]), line=int(lines[i]), text=str(texts[i]), finding="port_counter_errors")
               for i in pos]
         out.append(finding(
             "port_counter_errors",
             f"{counter} = {last}{' (saturated)' if saturated else ''} on {where}{trend}.",
-            None, Location(host=dev_host, device=device, port=hca_port), attrs, evidence=ev,
+            None, Location(host=dev_host, device=device, port=hca_port, peer=peer), attrs, evidence=ev,
         ))
     errs_any = n_err > 0
     n_ports = pc.groupby(["host_k", "dev_k", "guid_k", "lid_k", "port_k"]).ngroups
