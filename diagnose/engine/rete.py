@@ -73,11 +73,18 @@ def compile_rules(specs: Iterable[RuleSpec], thresholds: dict[str, dict[str, flo
     return out
 
 
+def _num(v: object) -> object:
+    """durable-rules' JSON reader does not parse exponents (1e-14): keep floats in plain decimal range."""
+    if isinstance(v, float) and not isinstance(v, bool):
+        return round(v, 6) if abs(v) < 1e15 else float(int(v))
+    return v
+
+
 def _fact(n: int, f: Finding) -> dict[str, object]:
     fact: dict[str, object] = {"id": str(n), "fid": f.id, "kind": f.kind}
     for k, v in f.attrs.items():
         if v is not None and k not in fact:
-            fact[k] = v
+            fact[k] = _num(v)
     loc = f.location
     for k in ("host", "device", "port", "rank"):
         v = getattr(loc, k)
@@ -98,42 +105,63 @@ def _noop(c):  # type: ignore[no-untyped-def]
     return None
 
 
+def _by_kind(specs: Iterable[RuleSpec], thresholds: dict[str, dict[str, float]]) -> dict[str, dict[str, object]]:
+    """The compiled clauses grouped by the finding kind they match: kind -> {rule name: condition}."""
+    groups: dict[str, dict[str, object]] = {}
+    for spec in specs:
+        th = thresholds.get(spec.id, {})
+        clauses: list[Clause | ExpectClause] = [*spec.evidence.supports, *spec.evidence.against,
+                                                *spec.evidence.expects]
+        for c in clauses:
+            groups.setdefault(c.finding, {})[f"{spec.id}|{c.id}"] = {
+                "all": [{"m": _condition(c.finding, dict(c.where), th)}]
+            }
+    return groups
+
+
 def match(specs: list[RuleSpec], findings: list[Finding], thresholds: dict[str, dict[str, float]]) -> list[Match]:
-    """Every (rule, clause, finding) triple whose condition holds, sorted."""
-    definition = compile_rules(specs, thresholds)
+    """Every (rule, clause, finding) triple whose condition holds, sorted.
+
+    One durable-rules ruleset per finding kind: the C engine refuses very large rulesets (error 204),
+    and a fact then only meets the clauses that can match it. Facts of a kind no rule mentions are
+    not asserted at all.
+    """
+    groups = _by_kind(specs, thresholds)
     hits: set[Match] = set()
     with _lock:
-        name = f"diagnose_{next(_counter)}"
-        rules: dict[str, dict[str, object]] = {}
-        for rname, cond in definition.items():
-            rule_id, clause_id = rname.split("|", 1)
-
-            rules[rname] = {**cond, "run": _collector(hits, rule_id, clause_id)}
-        rules[_CATCH_ALL] = {"all": [{"m": {"$ex": {"kind": 1}}}], "run": _noop}
+        rulesets: dict[str, _dr.Ruleset] = {}
         try:
-            ruleset = _dr.Ruleset(name, None, rules)
-        except Exception as exc:
-            raise EngineError(f"rule compilation failed: {exc}") from exc
-        errors: list[BaseException] = []
+            for kind, definition in sorted(groups.items()):
+                rules: dict[str, dict[str, object]] = {}
+                for rname, cond in definition.items():
+                    rule_id, clause_id = rname.split("|", 1)
+                    rules[rname] = {**cond, "run": _collector(hits, rule_id, clause_id)}  # type: ignore[dict-item]
+                rules[_CATCH_ALL] = {"all": [{"m": {"$ex": {"kind": 1}}}], "run": _noop}
+                try:
+                    rulesets[kind] = _dr.Ruleset(f"diagnose_{next(_counter)}", None, rules)
+                except Exception as exc:
+                    raise EngineError(f"rule compilation failed for finding kind '{kind}': {exc}") from exc
+            errors: list[BaseException] = []
 
-        def done(err: BaseException | None, _state: object) -> None:
-            if err:
-                errors.append(err)
+            def done(err: BaseException | None, _state: object) -> None:
+                if err:
+                    errors.append(err)
 
-        try:
             for n, f in enumerate(findings):
+                ruleset = rulesets.get(f.kind)
+                if ruleset is None:
+                    continue
                 try:
                     handle = ruleset.assert_fact(_fact(n, f))
-                except _dr.MessageNotHandledException:
-                    continue
-                except _dr.MessageObservedException:
+                except (_dr.MessageNotHandledException, _dr.MessageObservedException):
                     continue
                 ruleset.do_actions(handle, done)
                 if errors:
                     raise EngineError(f"rule action failed: {errors[0]}")
         finally:
-            try:
-                _dr.durable_rules_engine.delete_ruleset(ruleset._handle)
-            except Exception:
-                pass
+            for rs in rulesets.values():
+                try:
+                    _dr.durable_rules_engine.delete_ruleset(rs._handle)
+                except Exception:  # noqa: BLE001 - best effort cleanup
+                    pass
     return sorted(hits)

@@ -28,6 +28,16 @@ class Threshold(_Closed):
     source: str = Field(min_length=8, description="where the number comes from (spec, vendor doc, measurement)")
     description: str = ""
 
+    @field_validator("default")
+    @classmethod
+    def _plain(cls, v: float) -> float:
+        if v != 0 and not (1e-4 <= abs(v) < 1e15):
+            raise ValueError(
+                f"{v!r} is outside 1e-4..1e15: the rule engine compares plain decimals only; "
+                "compare a log10 or a scaled attribute instead"
+            )
+        return v
+
 
 class Clause(_Closed):
     """Matches findings of one kind whose attributes satisfy ``where``.

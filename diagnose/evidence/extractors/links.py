@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pandas as pd
@@ -156,6 +157,60 @@ _EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
 _LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
 
 
+PHY_COUNTERS = ("symbol_error", "link_error_recovery", "local_link_integrity_errors")
+# the smallest increase between snapshots that the link-level analysis looks at (the rules set the
+# thresholds that decide; this only keeps single stray errors out of the cross-port grouping)
+RISING_FLOOR = 2
+
+
+def _link_level(fab: Fabric, rising: dict[tuple[str, int], list[EvidenceRef]]) -> list[Finding]:
+    """Join rising physical-layer errors across the two ends of each cable and across the ports of a device.
+
+    Errors rising on both ends of one cable point at that cable. Errors rising on many ports of one
+    switch whose far ends are clean point at the switch, not at the cables.
+    """
+    out: list[Finding] = []
+    seen: set[tuple[tuple[str, int], tuple[str, int]]] = set()
+    for (guid, port), ev in sorted(rising.items()):
+        far = fab.peer(guid, port)
+        if far is None or far not in rising:
+            continue
+        cable = (min((guid, port), far), max((guid, port), far))
+        if cable in seen:
+            continue
+        seen.add(cable)
+        a, b = cable
+        hca_end = a if fab.kind(a[0]) == "CA" else b if fab.kind(b[0]) == "CA" else a
+        other = b if hca_end == a else a
+        host, dev = fab.host_device(hca_end[0])
+        out.append(finding(
+            "cable_errors_both_ends",
+            f"Physical-layer errors rise on both ends of the cable {fab.label(*hca_end)} <-> {fab.label(*other)}.",
+            None,
+            Location(host=host, device=dev if host else fab.name(hca_end[0]), port=hca_end[1],
+                     peer=fab.label(*other)),
+            {"ends": 2}, evidence=(ev + rising[far])[:8],
+        ))
+    by_switch: dict[str, list[tuple[int, list[EvidenceRef]]]] = {}
+    for (guid, port), ev in rising.items():
+        if fab.kind(guid) == "SW":
+            far = fab.peer(guid, port)
+            if far is None or far not in rising:
+                by_switch.setdefault(guid, []).append((port, ev))
+    for sw, ports in sorted(by_switch.items()):
+        if len(ports) >= 3:
+            ports.sort()
+            out.append(finding(
+                "switch_port_errors",
+                f"Physical-layer errors rise on {len(ports)} ports of {fab.name(sw)} "
+                f"({', '.join('P' + str(p) for p, _ in ports[:8])}) while the far ends are clean: the switch "
+                "(ASIC, line card or its cage), not the cables.",
+                None, Location(device=fab.name(sw)), {"ports": len(ports)},
+                evidence=[e for _, ev in ports for e in ev[:2]][:8],
+            ))
+    return out
+
+
 def _port_gbps(ctx: Context, fab: Fabric | None, host: str | None, device: str | None, guid: str | None,
                port: int | None) -> float | None:
     """The link's rate in Gb/s, from the topology (width x speed) or from ibstat's Rate."""
@@ -210,6 +265,7 @@ def port_counters(ctx: Context) -> list[Finding]:
     fab = ctx.fabric
     out: list[Finding] = []
     n_err = 0
+    rising_phy: dict[tuple[str, int], list[EvidenceRef]] = {}
     # vectorised per-(port, counter) summary; Python only touches ports whose counter is non-zero
     # increments between consecutive snapshots; a decrease is a reset (perfquery -R, reboot, driver
     # reload): what was counted after the reset is the new value itself
@@ -279,7 +335,9 @@ def port_counters(ctx: Context) -> list[Finding]:
                 gbps = _port_gbps(ctx, fab, dev_host, device, node_guid, hca_port)
                 if gbps and counter == "symbol_error":
                     # bit error rate over the window: errors / bits carried at the link's signalling rate
-                    attrs["ber"] = float(f"{delta / (gbps * 1e9 * window):.3e}")
+                    ber = delta / (gbps * 1e9 * window)
+                    attrs["ber"] = float(f"{ber:.3e}")
+                    attrs["ber_log10"] = round(math.log10(ber), 2) if ber > 0 else None
                     attrs["link_gbps"] = gbps
         pos = list(positions[key])[-4:]  # oldest snapshot first
         ev = [EvidenceRef(file=str(src[i]), line=int(lines[i]), text=str(texts[i]), finding="port_counter_errors")
@@ -289,6 +347,11 @@ def port_counters(ctx: Context) -> list[Finding]:
             f"{counter} = {last}{' (saturated)' if saturated else ''} on {where}{trend}.",
             None, Location(host=dev_host, device=device, port=hca_port, peer=peer), attrs, evidence=ev,
         ))
+        if (fab is not None and node_guid and hca_port is not None and counter in PHY_COUNTERS
+                and delta is not None and delta >= RISING_FLOOR):
+            rising_phy.setdefault((node_guid, hca_port), []).extend(ev)
+    if fab is not None and rising_phy:
+        out.extend(_link_level(fab, rising_phy))
     errs_any = n_err > 0
     n_ports = pc.groupby(["host_k", "dev_k", "guid_k", "lid_k", "port_k"]).ngroups
     if not errs_any:
