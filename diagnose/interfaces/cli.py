@@ -198,7 +198,7 @@ def topology(
     t = Table(title="Fabric", show_header=False)
     t.add_column()
     t.add_column()
-    for tier, n in summary["nodes"].items():  # type: ignore[union-attr]
+    for tier, n in summary["nodes"].items():  # type: ignore[attr-defined]
         t.add_row(tier, str(n))
     t.add_row("hosts", str(summary["hosts"]))
     t.add_row("cables", str(summary["cables"]))
@@ -209,7 +209,7 @@ def topology(
         if items:
             d = Table(title=f"{title} ({len(items)})", show_header=False)  # type: ignore[arg-type]
             d.add_column()
-            for x in items:  # type: ignore[union-attr]
+            for x in items:  # type: ignore[attr-defined]
                 d.add_row(str(x))
             con.print(d)
 
