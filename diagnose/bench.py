@@ -113,3 +113,92 @@ def bench_parse(mib: int = 1024, files: int = 4, gz: bool = False, workdir: Path
         return ParseBench(written / 1048576, files, len(ev.records), wall, floor, rss)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass
+class AccuracyRow:
+    cause: str
+    positives: int
+    top1: int
+    top3: int
+    confirmed_elsewhere: int  # confirmed on a bundle whose expected cause is another (false positives)
+
+
+@dataclass
+class AccuracyBench:
+    bundles: int
+    positives: int
+    top1: int
+    top3: int
+    healthy: int
+    healthy_confirmed: list[str]
+    negatives: int
+    negatives_wrong: list[str]
+    rows: list[AccuracyRow]
+
+    def table(self) -> str:
+        def pct(a: int, b: int) -> str:
+            return f"{100.0 * a / b:.0f}%" if b else "-"
+
+        lines = [
+            f"bundles {self.bundles}: {self.positives} positive, {self.negatives} negative, {self.healthy} healthy",
+            f"top-1 {pct(self.top1, self.positives)} ({self.top1}/{self.positives})   "
+            f"top-3 {pct(self.top3, self.positives)} ({self.top3}/{self.positives})",
+            f"negatives with their cause confirmed: {len(self.negatives_wrong)}"
+            + (f" ({', '.join(self.negatives_wrong)})" if self.negatives_wrong else ""),
+            f"healthy bundles with a confirmed cause: {len(self.healthy_confirmed)}"
+            + (f" ({', '.join(self.healthy_confirmed)})" if self.healthy_confirmed else ""),
+            "",
+            f"{'cause':28} {'pos':>3} {'top1':>5} {'top3':>5} {'recall':>7} {'precision':>9}",
+        ]
+        for r in self.rows:
+            tp = r.top1
+            fp = r.confirmed_elsewhere
+            prec = pct(tp, tp + fp)
+            lines.append(f"{r.cause:28} {r.positives:>3} {r.top1:>5} {r.top3:>5} {pct(r.top1, r.positives):>7} {prec:>9}")
+        return "\n".join(lines)
+
+
+def bench_accuracy(root: Path) -> AccuracyBench:
+    """Run every fixture bundle under ``root`` (folders holding an expect.yaml) and score the ranking."""
+    import yaml
+
+    from diagnose.catalog.loader import load_catalog
+    from diagnose.pipeline import triage
+
+    cat = load_catalog()
+    bundles = sorted(p.parent for p in root.rglob("expect.yaml"))
+    rows: dict[str, AccuracyRow] = {rid: AccuracyRow(rid, 0, 0, 0, 0) for rid in cat.rules}
+    res = AccuracyBench(len(bundles), 0, 0, 0, 0, [], 0, [], [])
+    for b in bundles:
+        exp = yaml.safe_load((b / "expect.yaml").read_text()) or {}
+        d = triage([b], exp.get("symptom"), catalog=cat)
+        ranked = [c.id for c in d.causes]
+        confirmed = [c.id for c in d.causes if c.verdict == "confirmed"]
+        rel = b.relative_to(root).as_posix()
+        top = exp.get("top")
+        if top:
+            res.positives += 1
+            row = rows.setdefault(top, AccuracyRow(top, 0, 0, 0, 0))
+            row.positives += 1
+            if ranked[:1] == [top] and top in confirmed:
+                res.top1 += 1
+                row.top1 += 1
+            if top in ranked[:3]:
+                res.top3 += 1
+                row.top3 += 1
+        for cid in confirmed:
+            if cid != top and cid not in (exp.get("top_any") or []):
+                rows.setdefault(cid, AccuracyRow(cid, 0, 0, 0, 0)).confirmed_elsewhere += 1
+        nc = exp.get("not_confirmed")
+        if nc == "all":
+            res.healthy += 1
+            if confirmed:
+                res.healthy_confirmed.append(f"{rel}: {', '.join(confirmed)}")
+        elif nc:
+            res.negatives += 1
+            wrong = [c for c in nc if c in confirmed]
+            if wrong:
+                res.negatives_wrong.append(f"{rel}: {', '.join(wrong)}")
+    res.rows = [rows[k] for k in sorted(rows)]
+    return res

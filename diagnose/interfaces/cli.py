@@ -312,6 +312,20 @@ def bench_parse_cmd(
     typer.echo(res.table())
 
 
+@bench_app.command("accuracy")
+def bench_accuracy_cmd(
+    root: Annotated[Path, typer.Argument(help="Folder of fixture bundles (each with an expect.yaml).")] = Path("fixtures"),
+) -> None:
+    """Top-1/top-3 accuracy, per-cause recall and precision, confirmations on healthy bundles."""
+    from diagnose.bench import bench_accuracy
+
+    if not root.is_dir():
+        _fail(f"no such folder: {root}")
+    with err.status(f"triaging every bundle under {root}"):
+        res = bench_accuracy(root)
+    typer.echo(res.table())
+
+
 def main() -> None:
     configure("console", "warning")  # until the root callback applies --log-format/--log-level
     try:
