@@ -59,3 +59,15 @@ def test_stable_old_errors_are_not_rising(tmp_path: Path) -> None:
     assert fs[0].attrs["rising"] is False and fs[0].attrs["delta"] == 0
     kinds = {f.kind for f in gather([tmp_path]).findings}
     assert "port_counters_stable" in kinds
+
+
+def test_nccl_ib_hca_naming_a_missing_device(tmp_path: Path) -> None:
+    ib = ("CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n"
+          "\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tLink layer: InfiniBand\n")
+    (tmp_path / "gpu-a01").mkdir()
+    (tmp_path / "gpu-a01" / "ibstat.out").write_text(ib + ib.replace("mlx5_0", "mlx5_1"))
+    (tmp_path / "env.txt").write_text("NCCL_IB_HCA=mlx5_0,mlx5_4\nNCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=eth0\n")
+    kinds = {f.kind: f for f in gather([tmp_path]).findings}
+    assert "mlx5_4" in kinds["ib_hca_not_present"].summary
+    (tmp_path / "env.txt").write_text("NCCL_IB_HCA=mlx5\nNCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=eth0\n")  # prefix match
+    assert "ib_hca_not_present" not in {f.kind for f in gather([tmp_path]).findings}

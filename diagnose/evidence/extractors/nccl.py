@@ -385,3 +385,29 @@ def nccl_config(ctx: Context) -> list[Finding]:
             off, Location(host=_one_host(off["host"])),
         ))
     return out
+
+
+@extractor
+def ib_hca_vs_hardware(ctx: Context) -> list[Finding]:
+    """NCCL_IB_HCA against the HCAs the hosts really have: a name that matches no device."""
+    env = ctx.frame("EnvSetting")
+    ports = ctx.frame("IbPort")
+    if env.empty or ports.empty:
+        return []
+    hca = env[env["name"] == "NCCL_IB_HCA"]
+    if hca.empty:
+        return []
+    value = str(hca.iloc[-1]["value"]).strip().strip("'\"")
+    exclude = value.startswith("^")
+    exact = value.lstrip("^").startswith("=")
+    names = [v.split(":")[0].lstrip("=^") for v in value.lstrip("^=").split(",") if v.strip()]
+    present = set(ports["device"].astype(str))
+    missing = [n for n in names if n and not any(d == n or (not exact and d.startswith(n)) for d in present)]
+    if exclude or not missing:
+        return []
+    return [finding(
+        "ib_hca_not_present",
+        f"NCCL_IB_HCA={value} names {', '.join(missing)}, which no host in the bundle has "
+        f"(HCAs seen: {', '.join(sorted(present)[:8])}).",
+        hca.tail(1), attrs={"missing": len(missing), "listed": len(names)},
+    )]
