@@ -46,6 +46,8 @@ def test_fixture_bundle(bundle: Path, catalog) -> None:
     elif nc:
         for cid in nc:
             assert cid not in confirmed, ranking
+    for cid in expect.get("confirmed") or []:
+        assert cid in confirmed, ranking
     if expect.get("top_any"):
         assert d.causes and d.causes[0].id in expect["top_any"], ranking
 

@@ -16,6 +16,8 @@ from diagnose.catalog.locate import catalog_root
 from diagnose.catalog.taxonomy import TAXONOMY
 from diagnose.models.rule import Clause, ExpectClause, RuleSpec
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
+
 PLAYBOOK_SECTIONS = ("Confirm", "Mitigate", "Fix", "Verify", "Escalate", "Tell apart from", "References")
 PLAYBOOK_FRONT_KEYS = {"cause", "title", "risk", "needs_root", "maintenance_window"}
 
@@ -83,8 +85,8 @@ def load_rule_file(path: Path, root: Path) -> tuple[RuleSpec | None, list[Catalo
     rel = _rel(path, root)
     try:
         text = path.read_text(encoding="utf-8")
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=_LOADER)
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except (OSError, UnicodeDecodeError) as exc:
         return None, [CatalogError(rel, 1, f"unreadable: {exc}")]
     except yaml.YAMLError as exc:
@@ -131,7 +133,7 @@ def load_playbook(path: Path, root: Path) -> tuple[Playbook | None, list[Catalog
     if not m:
         return None, [CatalogError(rel, 1, "playbook must start with '---' YAML front matter")]
     try:
-        front = yaml.safe_load(m.group(1)) or {}
+        front = yaml.load(m.group(1), Loader=_LOADER) or {}  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         return None, [CatalogError(rel, 2, f"invalid front matter: {exc}")]
     errors: list[CatalogError] = []

@@ -230,20 +230,25 @@ def _port_gbps(ctx: Context, fab: Fabric | None, host: str | None, device: str |
 
 def _snapshot_order(pc: pd.DataFrame) -> pd.Series:
     """A global order of counter snapshots, across files: the time printed before each snapshot
-    (``date`` output) when there is one, else names such as before/after, then the file's own order."""
-    ts = pd.to_datetime(pc["timestamp"], errors="coerce", utc=True, format="mixed") if "timestamp" in pc else None
-    name = pc["source"].astype(str).str.rsplit("/", n=1).str[-1]
-    hint = name.map(lambda n: 0 if _EARLY.search(n) else 2 if _LATE.search(n) else 1)
-    frame = pd.DataFrame({
-        "ts": ts if ts is not None else pd.NaT,
-        "hint": hint, "source": pc["source"].astype(str), "snapshot": pc["snapshot"],
+    (``date`` output) when there is one, else names such as before/after, then the file's own order.
+
+    Computed on the distinct (timestamp, file, snapshot) triples only, then mapped back to the rows.
+    """
+    cols = pd.DataFrame({
+        "timestamp": pc["timestamp"] if "timestamp" in pc else None,
+        "source": pc["source"].astype(str),
+        "snapshot": pc["snapshot"],
     })
-    frame["ts_i"] = frame["ts"].map(lambda t: t.value if not pd.isna(t) else -1)
-    key = frame[["ts_i", "hint", "source", "snapshot"]].drop_duplicates().sort_values(["ts_i", "hint", "source", "snapshot"])
-    # rank per port group only matters relatively; a dense global rank keeps it simple
-    ranks = {tuple(r): i for i, r in enumerate(key.itertuples(index=False, name=None))}
-    return pd.Series([ranks[t] for t in zip(frame["ts_i"], frame["hint"], frame["source"], frame["snapshot"], strict=True)],
-                     index=pc.index)
+    uniq = cols.drop_duplicates().reset_index(drop=True)
+    ts = pd.to_datetime(uniq["timestamp"], errors="coerce", utc=True, format="mixed")
+    uniq["ts_i"] = [t.value if not pd.isna(t) else -1 for t in ts]
+    name = uniq["source"].str.rsplit("/", n=1).str[-1]
+    uniq["hint"] = [0 if _EARLY.search(n) else 2 if _LATE.search(n) else 1 for n in name]
+    uniq = uniq.sort_values(["ts_i", "hint", "source", "snapshot"], kind="stable").reset_index(drop=True)
+    uniq["rank"] = range(len(uniq))
+    merged = cols.merge(uniq[["timestamp", "source", "snapshot", "rank"]], how="left",
+                        on=["timestamp", "source", "snapshot"])
+    return pd.Series(merged["rank"].to_numpy(), index=pc.index)
 
 
 @extractor
