@@ -71,3 +71,29 @@ def test_nccl_ib_hca_naming_a_missing_device(tmp_path: Path) -> None:
     assert "mlx5_4" in kinds["ib_hca_not_present"].summary
     (tmp_path / "env.txt").write_text("NCCL_IB_HCA=mlx5\nNCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=eth0\n")  # prefix match
     assert "ib_hca_not_present" not in {f.kind for f in gather([tmp_path]).findings}
+
+
+def test_a_port_missing_from_one_snapshot_has_no_rate(tmp_path: Path) -> None:
+    other = _pq(700).replace("Lid 75", "Lid 76")
+    fs = _finding(tmp_path, {"n1/pq.txt": "Tue Mar 11 16:51:07 UTC 2025\n" + _pq(500) + other
+                             + "Tue Mar 11 17:03:07 UTC 2025\n" + _pq(900)})
+    by_lid = {f.summary.split("(lid ")[1].split(")")[0]: f for f in fs}
+    assert by_lid["75"].attrs["delta"] == 400 and by_lid["75"].attrs["window_s"] == 720
+    assert "delta" not in by_lid["76"].attrs and by_lid["76"].attrs["snapshots"] == 1
+
+
+def test_snapshots_without_dates_fall_back_to_file_names(tmp_path: Path) -> None:
+    fs = _finding(tmp_path, {"n1/pq_after.txt": _pq(260), "n1/pq_before.txt": _pq(200)})
+    assert fs[0].attrs["delta"] == 60 and "window_s" not in fs[0].attrs  # no clock, no rate
+
+
+def test_ber_uses_the_window_and_the_link_rate(tmp_path: Path) -> None:
+    ib = ("CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n"
+          "\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tBase lid: 75\n\t\tLink layer: InfiniBand\n")
+    fs = _finding(tmp_path, {"n1/ibstat.out": ib,
+                             "n1/pq.txt": "Tue Mar 11 16:51:07 UTC 2025\n" + _pq(1000)
+                             + "Tue Mar 11 17:03:07 UTC 2025\n" + _pq(1003)})
+    a = fs[0].attrs
+    # 3 errors over 720 s at 400 Gb/s: 3 / (400e9 * 720) = 1.04e-14, just over the 12-minute PDR limit
+    assert a["window_s"] == 720 and a["link_gbps"] == 400.0
+    assert abs(a["ber"] - 1.042e-14) < 1e-16 and a["ber_log10"] == -13.98
