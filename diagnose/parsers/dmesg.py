@@ -90,7 +90,12 @@ MLX5_CATEGORIES = (
     "module_event",
     "other",
 )
-KERNEL_CATEGORIES = ("ib_link", "netdev_link", "pcie_aer", "oom", "other")
+KERNEL_CATEGORIES = ("ib_link", "netdev_link", "pcie_aer", "iommu_fault", "oom", "other")
+# IOMMU translation faults (Intel DMAR, AMD-Vi, Arm SMMU): P2P/GDR traffic blocked by the IOMMU
+_IOMMU_RE = re.compile(
+    r"DMAR: \[DMA (?:Read|Write)|DMAR: DRHD: handling fault|AMD-Vi: Event logged \[IO_PAGE_FAULT"
+    r"|IO_PAGE_FAULT|arm-smmu(?:-v3)?.*(?:event|fault)|iommu fault", re.I)
+_IOMMU_DEV_RE = re.compile(r"(?:Request device \[|device=|^\S+ )(?P<bdf>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])", re.I)
 PEERMEM_CATEGORIES = ("error", "loaded", "other")
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -570,6 +575,9 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
 
 
 def _kernel_event(body: str) -> tuple[str, str | None, str] | None:
+    if _IOMMU_RE.search(body):
+        m = _IOMMU_DEV_RE.search(body)
+        return "iommu_fault", m.group("bdf") if m else None, body
     if _AER_RE.search(body):
         m = _AER_SRC_RE.search(body)
         dev = m.group("bdf") if m else None

@@ -70,4 +70,10 @@ FINDING_SYMPTOMS: dict[str, str] = {
     "qp_setup_failed": "connection_error",
     "port_counter_errors": "link_errors",
     "nic_link_down_event": "link_errors",
+    "mlx5_cmd_timeout": "connection_error",
+    "mlx5_health_error": "connection_error",
+    "ib_async_fatal_event": "connection_error",
+    "iommu_fault": "connection_error",
+    "pcie_acs_violation": "connection_error",
+    "rdma_unusable_hw_up": "collective_slow",
 }

@@ -136,7 +136,7 @@ def gdr_usage(ctx: Context) -> list[Finding]:
 
 
 _COMPLETION = re.compile(
-    r"completion (?:from peer (?P<peer>\S+?),? )?with (?:error |status=)(?P<st>\d+)"
+    r"completion (?:from peer (?P<peer>\S+?),? )?with (?:error |status=)(?:[A-Z_]+\()?(?P<st>\d+)"
     r"(?:.*?\bhca (?P<hca>[\w.\-]+))?(?:.*?localGid (?P<lgid>[0-9a-fA-F:.]+))?",
     re.I,
 )
