@@ -7,7 +7,7 @@ from pathlib import Path
 from diagnose.catalog.loader import CatalogError, load_catalog
 
 # The number of rules is pinned: adding or removing one is a deliberate change to this number.
-PINNED_RULE_COUNT = 12
+PINNED_RULE_COUNT = 32
 
 
 def _fixture_dirs(root: Path, rid: str) -> tuple[list[Path], list[Path]]:

@@ -41,7 +41,9 @@ def network_choice(ctx: Context) -> list[Finding]:
         s = init[init["net"] == "Socket"]
         if not s.empty and init[init["net"] == "IB"].empty:
             sock = s
-    if not sock.empty:
+    comm = ctx.frame("NcclCommInfo")
+    single_node = not comm.empty and int(comm["nnodes"].max()) == 1
+    if not sock.empty and not single_node:  # a single-node job never touches the network
         hosts = sorted(set(sock["host"].dropna()))
         out.append(finding(
             "nccl_net_socket",

@@ -1,0 +1,747 @@
+"""The paths traffic takes through the fabric: uplink balance, QoS class, rails, RoCE lossless setup, MTU.
+
+Measurements only; whether a skew, a priority or an MTU is a fault is decided by the rules' thresholds.
+
+* Switch uplinks: per-port ``PortXmitData``/``PortRcvData``/``PortXmitWait`` (perfquery, ibqueryerrors,
+  ibdiagnet PM) on switch ports, classified as uplinks (peer is a switch) or downlinks (peer is a CA) from the
+  topology records (``FabricNode``/``FabricLink``); deltas between snapshots when there are several.
+* RoCE priorities: mlx5 ``ethtool -S`` per-priority counters. The driver lists ``rx/tx_prio<p>_pause*`` only for
+  priorities with PFC enabled (kernel ``mlx5/core/en_stats.c``, ``mlx5e_query_pfc_combined``), so their presence
+  tells the lossless priorities; ``rx/tx_prio<p>_bytes`` tell where the traffic is.
+* RDMA transport counters (``hw_counters`` / ``rdma statistic``): loss (out_of_sequence, packet_seq_err,
+  local_ack_timeout_err, ...) against congestion notification (np_cnp_sent, rp_cnp_handled, ECN marks).
+* Queue-pair setup timeouts (errno 110) with their local/remote GIDs, resolved to devices (rails) through the
+  GID tables in the bundle; ``NCCL_CROSS_NIC`` and NCCL's graph ``crossNic``.
+* Port MTUs (``ibv_devinfo`` active/max MTU) and the MTU NCCL prints for each queue pair.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+import pandas as pd
+
+from diagnose.evidence.context import Context, finding, hosts_label, primary, sval, val
+from diagnose.evidence.extractors import extractor
+from diagnose.models.diagnosis import EvidenceRef, Finding, Location
+
+# --------------------------------------------------------------------------------------------- shared helpers
+
+_EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
+_LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
+
+
+def _one(values: pd.Series) -> str | None:
+    vs = sorted({str(v) for v in values.dropna() if str(v)})
+    return vs[0] if len(vs) == 1 else None
+
+
+def _order(df: pd.DataFrame) -> pd.Series:
+    """A global order of snapshot rows: capture time when printed, then before/after file names, then file order."""
+    if "timestamp" in df and df["timestamp"].notna().any():
+        ts = pd.to_datetime(df["timestamp"], errors="coerce", utc=True, format="mixed")
+        ts_i = ts.fillna(pd.Timestamp(0, tz="UTC")).astype("int64").where(ts.notna(), -1)
+    else:
+        ts_i = pd.Series(-1, index=df.index)
+    name = df["source"].astype(str).str.rsplit("/", n=1).str[-1]
+    hint = pd.Series(1, index=df.index).mask(name.str.contains(_LATE), 2).mask(name.str.contains(_EARLY), 0)
+    key = pd.DataFrame({"ts": ts_i, "hint": hint, "source": df["source"].astype(str), "line": df["line"]})
+    idx = key.sort_values(["ts", "hint", "source", "line"], kind="stable").index
+    return pd.Series(range(len(idx)), index=idx).reindex(df.index)
+
+
+def _counter_series(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per key group (one counter of one port): first/last value, snapshots and the increment.
+
+    Increments between consecutive snapshots are summed; a decrease is a reset (what was counted after it is
+    the new value itself). ``delta`` is None for a single snapshot.
+    """
+    df = df.assign(_o=_order(df)).sort_values(keys + ["_o"], kind="stable").reset_index(drop=True)
+    same = df[keys].eq(df[keys].shift()).all(axis=1)
+    step = df["value"].astype(float).diff()
+    df["_inc"] = step.where(same, 0.0).where(~(same & (step < 0)), df["value"].astype(float)).fillna(0.0)
+    agg = df.groupby(keys, sort=True, dropna=False).agg(
+        first=("value", "first"), last=("value", "last"), snaps=("_o", "size"), inc=("_inc", "sum"),
+        line=("line", "last"), source=("source", "last"))
+    agg["delta"] = agg["inc"].where(agg["snaps"] > 1)
+    return agg.reset_index()
+
+
+def _rows_refs(df: pd.DataFrame, kind: str, limit: int = 8) -> list[EvidenceRef]:
+    if df.empty:
+        return []
+    rows = df.sort_values(["source", "line"], kind="stable").drop_duplicates(["source", "line"]).head(limit)
+    return [EvidenceRef(file=str(s), line=int(ln), text=str(t), finding=kind)
+            for s, ln, t in zip(rows["source"], rows["line"], rows["text"], strict=True)]
+
+
+def _host_link_layers(ctx: Context) -> dict[str, str]:
+    """host -> 'RoCE' / 'IB' from NCCL's device list or the HCA ports; '*' when every host agrees."""
+    res: dict[str, str] = {}
+    init = ctx.frame("NcclNetInit")
+    if not init.empty:
+        for host, net, lls in zip(init["host"].fillna(""), init["net"], init["link_layers"], strict=True):
+            vals = [x for x in lls if x]
+            if net == "IB" and vals:
+                res[host] = "RoCE" if "RoCE" in vals else "IB"
+    ports = ctx.frame("IbPort")
+    if not ports.empty and "link_layer" in ports:
+        act = ports[ports["state"] == "Active"] if (ports["state"] == "Active").any() else ports
+        for host, grp in act.groupby(act["host"].fillna("")):
+            if host not in res:
+                lls = set(grp["link_layer"].dropna())
+                if lls == {"Ethernet"}:
+                    res[host] = "RoCE"
+                elif lls == {"InfiniBand"}:
+                    res[host] = "IB"
+    kinds = set(res.values())
+    if len(kinds) == 1:
+        res["*"] = kinds.pop()
+    return res
+
+
+def _env(ctx: Context, name: str) -> pd.DataFrame:
+    env = ctx.frame("EnvSetting")
+    if env.empty:
+        return env
+    sel = env[env["name"] == name]
+    return sel.assign(value=sel["value"].astype(str).str.strip().str.strip("'\"").str.lstrip("="))
+
+
+def _int(v: object) -> int | None:
+    try:
+        return int(str(v).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------------------------- switch uplinks
+
+_CA_DESC = re.compile(r"\b(?:mlx\d_\d+|mlx5_bond_\d+|HCA-\d+|hfi1_\d+|irdma\d+|bnxt_re\d+|qib\d+)\b", re.I)
+_SW_DESC = re.compile(r"MF0;|Quantum|\bMQM\d|\bMSB\d|\bQM\d{3,}|SwitchX|Switch-?IB|\bspine|\bleaf|\bcore\b|\bsw\d", re.I)
+_SW_TEXT = re.compile(r"^\s*SW\s")
+_PEER_SW_TEXT = re.compile(r"\s-\s+SW\s")
+_PEER_CA_TEXT = re.compile(r"\s-\s+CA\s")
+UPLINK_COUNTERS = ("port_xmit_data", "port_rcv_data", "port_xmit_wait")
+
+
+def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFrame]:
+    """(guid -> 'SW'/'CA', lid -> switch guid, links frame with peer_type)."""
+    types: dict[str, str] = {}
+    lid_guid: dict[int, str] = {}
+    nodes = ctx.frame("FabricNode")
+    if not nodes.empty:
+        for g, t, lid in zip(nodes["guid"], nodes["node_type"], nodes["lid"], strict=True):
+            if sval(t):
+                types[str(g)] = str(t)
+            if val(lid) is not None and t == "SW":
+                lid_guid[int(lid)] = str(g)
+    links = ctx.frame("FabricLink")
+    if links.empty:
+        return types, lid_guid, links
+    links = links.copy()
+    text = links["text"].astype(str)
+    # ibnetdiscover -p prints both ends' types (``SW 1719 1 0x.. 4x EDR - SW 1516 1 0x..``)
+    for g in links.loc[text.str.match(_SW_TEXT), "guid"]:
+        types.setdefault(str(g), "SW")
+    for g in links.loc[text.str.contains(_PEER_SW_TEXT), "peer_guid"]:
+        types.setdefault(str(g), "SW")
+    for g in links.loc[text.str.contains(_PEER_CA_TEXT), "peer_guid"]:
+        types.setdefault(str(g), "CA")
+    # a node seen with links on two or more ports is a switch (HCAs here have one port per GUID)
+    nports = links.groupby("guid")["port"].nunique()
+    for g in nports.index[nports >= 3]:
+        types.setdefault(str(g), "SW")
+    for g, d in zip(list(links["guid"]) + list(links["peer_guid"]),
+                    list(links["description"]) + list(links["peer_description"]), strict=True):
+        d = sval(d) or ""
+        if str(g) not in types and d:
+            if _CA_DESC.search(d):
+                types[str(g)] = "CA"
+            elif _SW_DESC.search(d):
+                types[str(g)] = "SW"
+    for g, lid in zip(links["guid"], links["lid"], strict=True):
+        if types.get(str(g)) == "SW" and val(lid) is not None:
+            lid_guid.setdefault(int(lid), str(g))
+    links["peer_type"] = links["peer_guid"].map(lambda g: types.get(str(g)))
+    return types, lid_guid, links
+
+
+@extractor
+def uplink_balance(ctx: Context) -> list[Finding]:
+    """Per switch: how evenly its uplinks (ports whose peer is a switch) carry the traffic, and where XmitWait is."""
+    pc = ctx.frame("PortCounter")
+    if pc.empty:
+        return []
+    pc = pc[pc["counter"].isin(UPLINK_COUNTERS) & pc["port"].notna()]
+    if pc.empty:
+        return []
+    types, lid_guid, links = _topology(ctx)
+    if links.empty:
+        return []
+    pc = pc.copy()
+    guid = pc["guid"].map(lambda g: str(g).lower() if sval(g) else None)
+    by_lid = pc["lid"].map(lambda lid: lid_guid.get(int(lid)) if val(lid) is not None else None)
+    pc["sw"] = guid.where(guid.notna(), by_lid)
+    pc = pc[pc["sw"].map(lambda g: types.get(str(g)) == "SW")]
+    if pc.empty:
+        return []
+    pc["port"] = pc["port"].astype(int)
+    series = _counter_series(pc, ["sw", "port", "counter"])
+    series["amount"] = series["delta"].where(series["delta"].notna(), series["last"].astype(float))
+    wide = series.pivot_table(index=["sw", "port"], columns="counter", values="amount", aggfunc="last")
+    snaps = series.groupby(["sw", "port"])["snaps"].max()
+    ports = links.drop_duplicates(["guid", "port"]).set_index(["guid", "port"])
+    out: list[Finding] = []
+    stats: list[dict[str, object]] = []
+    for sw, grp in wide.groupby(level=0, sort=True):
+        rows = []
+        for (_, port), r in grp.iterrows():
+            key = (sw, int(port))
+            if key not in ports.index:
+                continue
+            link = ports.loc[key]
+            if link["peer_type"] != "SW" or sval(link.get("state")) not in (None, "Active"):
+                continue
+            rows.append({"port": int(port), "xmit": r.get("port_xmit_data"), "rcv": r.get("port_rcv_data"),
+                         "wait": r.get("port_xmit_wait"), "peer": sval(link["peer_description"]) or sval(link["peer_guid"]),
+                         "peer_port": val(link["peer_port"]), "snaps": int(snaps.get(key, 1)),
+                         "desc": sval(link["description"])})
+        up = pd.DataFrame(rows)
+        if len(up) < 2 or up["xmit"].isna().all():
+            continue
+        up = up.sort_values("port")
+        xm = up["xmit"].fillna(0.0).astype(float)
+        if xm.sum() <= 0:
+            continue
+        hot = int(xm.idxmax())
+        rest = xm.drop(hot)
+        imbalance = float(xm[hot] / rest.mean()) if rest.mean() > 0 else 1000.0
+        wait = up["wait"].fillna(0.0).astype(float)
+        wait_share = float(wait[hot] / wait.sum()) if wait.sum() > 0 else None
+        rcv = up["rcv"].fillna(0.0).astype(float)
+        rcv_rest = rcv.drop(rcv.idxmax())
+        rcv_imb = float(rcv.max() / rcv_rest.mean()) if rcv_rest.mean() > 0 else (1000.0 if rcv.max() > 0 else None)
+        delta = bool((up["snaps"] > 1).all())
+        stats.append({"sw": sw, "up": up, "hot": hot, "imbalance": round(min(imbalance, 1000.0), 2),
+                      "top_share": round(float(xm[hot] / xm.sum()), 3), "wait_share": None if wait_share is None
+                      else round(wait_share, 3), "rcv_imbalance": None if rcv_imb is None else round(min(rcv_imb, 1000.0), 2),
+                      "delta": delta})
+    if not stats:
+        return []
+    fabric_max = max(float(s["imbalance"]) for s in stats)  # type: ignore[arg-type]
+    for s in stats:
+        up: pd.DataFrame = s["up"]  # type: ignore[assignment]
+        hot_row = up.loc[s["hot"]]  # type: ignore[index]
+        sw = str(s["sw"])
+        name = sval(hot_row["desc"]) or sw
+        gb = float(hot_row["xmit"] or 0) * 4 / 1e9
+        others = up.drop(s["hot"])  # type: ignore[arg-type]
+        other_gb = float(others["xmit"].fillna(0).mean()) * 4 / 1e9
+        what = "between snapshots" if s["delta"] else "since the counters were last cleared (one snapshot)"
+        wait_txt = f", {float(s['wait_share']) * 100:.0f}% of the uplinks' PortXmitWait" if s["wait_share"] is not None else ""
+        ev_rows = pc[(pc["sw"] == sw) & pc["port"].isin([int(hot_row["port"]), *others["port"].head(2)])
+                     & pc["counter"].isin(["port_xmit_data", "port_xmit_wait"])]
+        out.append(finding(
+            "uplink_load_skew",
+            f"{name} uplink port {int(hot_row['port'])} (to {hot_row['peer']}) sent {gb:.1f} GB {what}, "
+            f"{float(s['imbalance']):g}x the mean of its {len(others)} sibling uplink(s) ({other_gb:.1f} GB){wait_txt}.",
+            None,
+            Location(device=name, port=int(hot_row["port"]), peer=str(hot_row["peer"]) if hot_row["peer"] else None),
+            {"switch_guid": sw, "uplinks": len(up), "hot_port": int(hot_row["port"]), "imbalance": s["imbalance"],
+             "top_share": s["top_share"], "wait_share": s["wait_share"], "rcv_imbalance": s["rcv_imbalance"],
+             "delta": s["delta"], "fabric_max_imbalance": round(fabric_max, 2), "switches": len(stats)},
+            evidence=_rows_refs(ev_rows, "uplink_load_skew"),
+        ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- RoCE priorities
+
+_PRIO = re.compile(r"^(?P<dir>rx|tx)_prio(?P<p>[0-7])_(?P<what>bytes|packets|pause|pause_duration|pause_transition"
+                   r"|buf_discard|cong_discard|marked|discards)$")
+
+
+def _prio_stats(ctx: Context) -> pd.DataFrame:
+    """One row per (host, netdev, prio): bytes, pause frames (amount = delta or cumulative), PFC enabled."""
+    ns = ctx.frame("NicStat")
+    if ns.empty:
+        return pd.DataFrame()
+    ext = ns["counter"].astype(str).str.extract(_PRIO)
+    sel = ns[ext["p"].notna()].copy()
+    if sel.empty:
+        return pd.DataFrame()
+    sel["prio"] = ext.loc[sel.index, "p"].astype(int)
+    sel["what"] = ext.loc[sel.index, "dir"] + "_" + ext.loc[sel.index, "what"]
+    sel["host_k"] = sel["host"].fillna("")
+    sel["dev_k"] = sel["netdev"].fillna(sel["source"].astype(str))
+    series = _counter_series(sel, ["host_k", "dev_k", "prio", "what"])
+    series["amount"] = series["delta"].where(series["delta"].notna(), series["last"].astype(float))
+    wide = series.pivot_table(index=["host_k", "dev_k", "prio"], columns="what", values="amount", aggfunc="last")
+    for c in ("rx_bytes", "tx_bytes", "rx_pause", "tx_pause"):
+        if c not in wide:
+            wide[c] = float("nan")
+    present = sel.groupby(["host_k", "dev_k", "prio"])["what"].agg(set)
+    wide["pfc"] = present.map(lambda s: bool({"rx_pause", "tx_pause"} & s)).reindex(wide.index).fillna(False)
+    wide["has_bytes"] = present.map(lambda s: bool({"rx_bytes", "tx_bytes"} & s)).reindex(wide.index).fillna(False)
+    wide["bytes"] = wide[["rx_bytes", "tx_bytes"]].fillna(0.0).sum(axis=1)
+    wide["pause"] = wide[["rx_pause", "tx_pause"]].fillna(0.0).sum(axis=1)
+    wide["delta"] = series.groupby(["host_k", "dev_k", "prio"])["snaps"].max().reindex(wide.index) > 1
+    return wide.reset_index()
+
+
+def _prio_rows(ctx: Context, host: str, devs: list[str], prios: list[int], whats: tuple[str, ...]) -> pd.DataFrame:
+    ns = ctx.frame("NicStat")
+    names = {f"{d}_prio{p}_{w}" for d in ("rx", "tx") for p in prios for w in whats}
+    return ns[(ns["host"].fillna("") == host) & ns["netdev"].fillna(ns["source"].astype(str)).isin(devs)
+              & ns["counter"].isin(names)]
+
+
+@extractor
+def traffic_class(ctx: Context) -> list[Finding]:
+    """Which priority the RoCE traffic rides on, which priorities are lossless (PFC), and NCCL's traffic class."""
+    out: list[Finding] = []
+    lls = _host_link_layers(ctx)
+    st = _prio_stats(ctx)
+    pfc_all: set[int] = set()
+    if not st.empty:
+        for host, hgrp in st.groupby("host_k", sort=True):
+            verdicts: dict[tuple[str, int, str], list[str]] = {}
+            info: dict[tuple[str, int, str], dict[str, object]] = {}
+            for dev, g in hgrp.groupby("dev_k", sort=True):
+                pfc = sorted(int(p) for p in g.loc[g["pfc"], "prio"])
+                pfc_all.update(pfc)
+                if not g["has_bytes"].any():
+                    continue
+                total = float(g["bytes"].sum())
+                if total <= 0:
+                    continue
+                top = g.loc[g["bytes"].idxmax()]
+                tprio = int(top["prio"])
+                share = round(float(top["bytes"]) / total, 3)
+                pause_prios = sorted(int(p) for p in g.loc[g["pause"] > 0, "prio"])
+                pfc_s = ",".join(map(str, pfc)) or "none"
+                if not pfc:
+                    kind = "roce_pfc_disabled"
+                elif tprio in pfc:
+                    kind = "roce_traffic_on_lossless_prio"
+                else:
+                    kind = "roce_traffic_off_lossless_prio"
+                key = (kind, tprio, pfc_s)
+                verdicts.setdefault(key, []).append(str(dev))
+                cur = info.setdefault(key, {"share": share, "delta": bool(g["delta"].any()),
+                                            "pause": ",".join(map(str, pause_prios)) or "none",
+                                            "pause_on_traffic": tprio in pause_prios, "gb": 0.0})
+                cur["share"] = min(float(cur["share"]), share)  # type: ignore[arg-type]
+                cur["gb"] = float(cur["gb"]) + float(top["bytes"]) / 1e9  # type: ignore[arg-type]
+            for (kind, tprio, pfc_s), devs in sorted(verdicts.items()):
+                i = info[(kind, tprio, pfc_s)]
+                what = "between snapshots" if i["delta"] else "(cumulative)"
+                where = f"{host + ' ' if host else ''}{', '.join(devs[:4])}{' and more' if len(devs) > 4 else ''}"
+                if kind == "roce_pfc_disabled":
+                    summary = (f"{where}: no per-priority pause counters, so PFC is enabled on no priority; traffic"
+                               f" rides priority {tprio} ({float(i['share']) * 100:.0f}% of the bytes {what}).")
+                elif kind == "roce_traffic_on_lossless_prio":
+                    summary = (f"{where}: {float(i['share']) * 100:.0f}% of the bytes {what} ride priority {tprio},"
+                               f" the PFC (lossless) priority.")
+                else:
+                    paused = (f"pause frames counted on priority {i['pause']}" if i["pause"] != "none"
+                              else "no pause frames counted")
+                    summary = (f"{where}: {float(i['share']) * 100:.0f}% of the bytes {what} ride priority {tprio},"
+                               f" while PFC is enabled only on priority {pfc_s} ({paused}).")
+                ev = _prio_rows(ctx, str(host), devs, sorted({tprio, *[_int(p) or 0 for p in pfc_s.split(',')
+                                                                       if p != 'none']}), ("bytes", "pause"))
+                out.append(finding(
+                    kind, summary, None,
+                    Location(host=str(host) or None, device=devs[0] if len(devs) == 1 else None),
+                    {"traffic_prio": tprio, "traffic_share": float(i["share"]), "pfc_prios": pfc_s,
+                     "pause_prios": str(i["pause"]), "pause_on_traffic_prio": bool(i["pause_on_traffic"]),
+                     "netdevs": len(devs), "delta": bool(i["delta"]), "gbytes": round(float(i["gb"]), 1)},
+                    evidence=_rows_refs(ev, kind),
+                ))
+    # NCCL's traffic class against the lossless priorities (default DSCP->priority map: prio = DSCP >> 3)
+    tc = _env(ctx, "NCCL_IB_TC")
+    roce = "RoCE" in lls.values()
+    if pfc_all and (roce or not tc.empty or not st.empty):
+        if not tc.empty:
+            row = tc.iloc[-1]
+            tcv = _int(row["value"])
+            src = tc.tail(1)
+        else:
+            tcv, src = 0, None
+        if tcv is not None:
+            dscp = tcv >> 2
+            prio = dscp >> 3
+            pfc_s = ",".join(map(str, sorted(pfc_all)))
+            kind = "nccl_tc_lossless" if prio in pfc_all else "nccl_tc_not_lossless"
+            set_txt = f"NCCL_IB_TC={tcv}" if src is not None else "NCCL_IB_TC is not set (traffic class 0)"
+            out.append(finding(
+                kind,
+                f"{set_txt}: DSCP {dscp}, priority {prio} by the default DSCP map, "
+                + ("a PFC-enabled priority." if kind == "nccl_tc_lossless"
+                   else f"but PFC is enabled only on priority {pfc_s}."),
+                src, Location(host=sval(src.iloc[0]["host"])) if src is not None else None,
+                {"tc": tcv, "dscp": dscp, "prio": prio, "pfc_prios": pfc_s, "set": src is not None},
+            ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- RoCE lossless
+
+LOSS_COUNTERS = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "roce_adp_retrans",
+                 "implied_nak_seq_err")
+CNP_COUNTERS = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
+_STORM = ("tx_pause_storm_warning_events", "tx_pause_storm_error_events")
+_DROPS = re.compile(r"^(?:rx_discards_phy|rx_out_of_buffer|rx_prio[0-7]_buf_discard|rx_prio[0-7]_cong_discard"
+                    r"|rx_prio[0-7]_discards)$")
+
+
+@extractor
+def roce_lossless(ctx: Context) -> list[Finding]:
+    """RoCE transport loss against congestion notification, pause storms and NIC receive drops."""
+    out: list[Finding] = []
+    lls = _host_link_layers(ctx)
+    hw = ctx.frame("RdmaHwCounter")
+    if not hw.empty:
+        hw = hw[hw["counter"].isin(LOSS_COUNTERS + CNP_COUNTERS)].copy()
+    if not hw.empty:
+        hw["host_k"] = hw["host"].fillna("")
+        hw["port_k"] = hw["port"].fillna(-1).astype(int)
+        cnp_present = hw[hw["counter"].isin(CNP_COUNTERS)].groupby("host_k").size()
+        series = _counter_series(hw, ["host_k", "device", "port_k", "counter"])
+        series["amount"] = series["delta"].where(series["delta"].notna(), series["last"].astype(float))
+        series["is_loss"] = series["counter"].isin(LOSS_COUNTERS)
+        for host, g in series.groupby("host_k", sort=True):
+            ll = lls.get(str(host)) or lls.get("*")
+            if ll == "IB" or (ll is None and host not in cnp_present.index):
+                continue  # congestion-notification counters exist only on RoCE ports
+            loss = g[g["is_loss"]]
+            cnp = g[~g["is_loss"]]
+            snaps = int(g["snaps"].max())
+            loss_amt = float(loss["amount"].sum())
+            cnp_amt = float(cnp["amount"].sum())
+            by_dev = loss.groupby("device")["amount"].sum()
+            worst = str(by_dev.idxmax()) if not by_dev.empty and by_dev.max() > 0 else None
+            per = loss.groupby("counter")["amount"].sum()
+            parts = ", ".join(f"{c} +{int(v)}" if snaps > 1 else f"{c} {int(v)}" for c, v in per.items() if v > 0)
+            rising = snaps > 1 and loss_amt > 0
+            cnp_txt = ", ".join(f"{c} {'+' if snaps > 1 else ''}{int(v)}"
+                                for c, v in cnp.groupby("counter")["amount"].sum().items())
+            ev_src = ctx.frame("RdmaHwCounter")
+            ev = ev_src[(ev_src["host"].fillna("") == host) & ev_src["counter"].isin(
+                [*[c for c, v in per.items() if v > 0], *CNP_COUNTERS])]
+            if worst is not None:
+                ev = ev[ev["device"] == worst]
+            out.append(finding(
+                "roce_transport_counters",
+                f"{host or 'RoCE HCAs'}: " + (f"loss/retransmission counters {parts}" if parts
+                                              else "no loss/retransmission counted")
+                + (" between snapshots" if snaps > 1 else "") + f"; congestion notification: {cnp_txt or 'not captured'}.",
+                None, Location(host=str(host) or None, device=worst),
+                {"loss": int(loss_amt), "loss_rising": rising, "cnp": int(cnp_amt),
+                 "cnp_rising": snaps > 1 and cnp_amt > 0, "cnp_zero": not cnp.empty and cnp_amt == 0,
+                 "snapshots": snaps, "devices": int(g["device"].nunique())},
+                evidence=_rows_refs(ev, "roce_transport_counters"),
+            ))
+    ns = ctx.frame("NicStat")
+    if ns.empty:
+        return out
+    ns = ns.assign(host_k=ns["host"].fillna(""), dev_k=ns["netdev"].fillna(ns["source"].astype(str)))
+    storm = ns[ns["counter"].isin(_STORM)]
+    if not storm.empty:
+        s = _counter_series(storm, ["host_k", "dev_k", "counter"])
+        for host, g in s.groupby("host_k", sort=True):
+            err = g[g["counter"] == "tx_pause_storm_error_events"]
+            warn = g[g["counter"] == "tx_pause_storm_warning_events"]
+            err_n, warn_n = int(err["last"].max()) if not err.empty else 0, int(warn["last"].max()) if not warn.empty else 0
+            if err_n == 0 and warn_n == 0:
+                continue
+            rising = bool((g["delta"].fillna(0) > 0).any())
+            devs = sorted(set(g.loc[g["last"] > 0, "dev_k"]))
+            rows = storm[(storm["host_k"] == host) & storm["dev_k"].isin(devs)]
+            out.append(finding(
+                "pfc_pause_storm",
+                f"{host + ' ' if host else ''}{', '.join(devs)}: the NIC hit its pause-storm watchdog"
+                f" (tx_pause_storm_error_events {err_n}, warning events {warn_n}"
+                f"{', rising between snapshots' if rising else ''}): it paused the link for too long and stopped"
+                " honouring PFC, so drops could occur.",
+                None, Location(host=str(host) or None, device=devs[0] if len(devs) == 1 else None),
+                {"error_events": err_n, "warning_events": warn_n, "rising": rising, "netdevs": len(devs)},
+                evidence=_rows_refs(rows, "pfc_pause_storm"),
+            ))
+    drops = ns[ns["counter"].astype(str).str.match(_DROPS)]
+    if not drops.empty:
+        s = _counter_series(drops, ["host_k", "dev_k", "counter"])
+        s["amount"] = s["delta"].where(s["delta"].notna(), s["last"].astype(float))
+        for host, g in s.groupby("host_k", sort=True):
+            amt = float(g["amount"].sum())
+            if amt <= 0:
+                continue
+            snaps = int(g["snaps"].max())
+            per = g.groupby("counter")["amount"].sum()
+            devs = sorted(set(g.loc[g["amount"] > 0, "dev_k"]))
+            rows = drops[(drops["host_k"] == host) & drops["dev_k"].isin(devs)
+                         & drops["counter"].isin([c for c, v in per.items() if v > 0])]
+            out.append(finding(
+                "nic_rx_drops",
+                f"{host + ' ' if host else ''}{', '.join(devs[:4])}: the NIC dropped received packets ("
+                + ", ".join(f"{c} {'+' if snaps > 1 else ''}{int(v)}" for c, v in per.items() if v > 0)
+                + (" between snapshots" if snaps > 1 else "") + ").",
+                None, Location(host=str(host) or None, device=devs[0] if len(devs) == 1 else None),
+                {"drops": int(amt), "rising": snaps > 1, "netdevs": len(devs)},
+                evidence=_rows_refs(rows, "nic_rx_drops"),
+            ))
+    pause = ns[ns["counter"].astype(str).str.match(r"^(?:rx|tx)_prio[0-7]_pause$")]
+    if not pause.empty:
+        s = _counter_series(pause, ["host_k", "dev_k", "counter"])
+        s["amount"] = s["delta"].where(s["delta"].notna(), s["last"].astype(float))
+        for host, g in s.groupby("host_k", sort=True):
+            amt = float(g["amount"].sum())
+            snaps = int(g["snaps"].max())
+            if amt <= 0:
+                continue
+            rx = float(g.loc[g["counter"].str.startswith("rx"), "amount"].sum())
+            tx = float(g.loc[g["counter"].str.startswith("tx"), "amount"].sum())
+            prios = sorted({int(c[7]) for c in g.loc[g["amount"] > 0, "counter"]})
+            devs = sorted(set(g.loc[g["amount"] > 0, "dev_k"]))
+            rows = pause[(pause["host_k"] == host) & pause["dev_k"].isin(devs)]
+            out.append(finding(
+                "pfc_pause_frames",
+                f"{host + ' ' if host else ''}{', '.join(devs[:4])}: {'+' if snaps > 1 else ''}{int(rx)} pause frames"
+                f" received and {'+' if snaps > 1 else ''}{int(tx)} sent on priority {','.join(map(str, prios))}"
+                + (" between snapshots." if snaps > 1 else " (cumulative)."),
+                None, Location(host=str(host) or None, device=devs[0] if len(devs) == 1 else None),
+                {"rx_pause": int(rx), "tx_pause": int(tx), "rising": snaps > 1, "prios": ",".join(map(str, prios)),
+                 "one_way": (rx == 0) != (tx == 0)},
+                evidence=_rows_refs(rows, "pfc_pause_frames", 4),
+            ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- rails
+
+_QP_TIMEOUT = re.compile(
+    r"(?P<m>ibv_modify_qp failed with (?:110 Connection timed out|error Connection timed out(?: errno 110)?))"
+    r"(?:, on dev (?P<dev>[\w.\-]+):(?P<port>\d+), curr state (?P<cur>\w+), next state (?P<next>\w+),"
+    r" local GID index (?P<gidx>-?\d+), local GID (?P<lgid>[0-9a-fA-F:.]+|N/A), remote GID (?P<rgid>[0-9a-fA-F:.]+|N/A))?",
+)
+
+
+def _gid_key(gid: object) -> str | None:
+    s = sval(gid)
+    if not s or s == "N/A":
+        return None
+    try:
+        return str(ipaddress.IPv6Address(s.strip()).exploded)
+    except ValueError:
+        return None
+
+
+@extractor
+def rail_reachability(ctx: Context) -> list[Finding]:
+    """Queue pairs that time out moving to RTR (errno 110), resolved to rails, and NCCL's cross-NIC setting."""
+    out: list[Finding] = []
+    msgs = ctx.messages
+    if not msgs.empty:
+        ext = msgs["message"].str.extract(_QP_TIMEOUT)
+        hit = primary(msgs[ext["m"].notna()]).copy()
+        if not hit.empty:
+            for c in ("dev", "lgid", "rgid", "next"):
+                hit[c] = ext.loc[hit.index, c]
+            gids = ctx.frame("GidEntry")
+            owner: dict[str, tuple[str, str]] = {}
+            if not gids.empty:
+                for h, d, g in zip(gids["host"].fillna(""), gids["device"], gids["gid"], strict=True):
+                    k = _gid_key(g)
+                    if k and not k.startswith("fe80") and k.strip("0:"):
+                        owner.setdefault(k, (str(h), str(d)))
+            cross = same = 0
+            pairs: list[str] = []
+            for _, r in hit.iterrows():
+                lk, rk = _gid_key(r["lgid"]), _gid_key(r["rgid"])
+                ldev = sval(r["dev"]) or (owner[lk][1] if lk in owner else None)
+                rem = owner.get(rk) if rk else None
+                if ldev and rem:
+                    if rem[1] == ldev:
+                        same += 1
+                    else:
+                        cross += 1
+                    pairs.append(f"{ldev} -> {rem[0] + ' ' if rem[0] else ''}{rem[1]}")
+            hosts = sorted({str(h) for h in hit["host"].dropna()})
+            devs = sorted({str(d) for d in hit["dev"].dropna()})
+            resolved = cross + same
+            link_local = bool(hit["lgid"].fillna("").str.lower().str.startswith("fe80").any())
+            txt = (f"; {cross} of {resolved} resolved pair(s) join different rails ({', '.join(sorted(set(pairs))[:3])})"
+                   if resolved else "; the remote end is not resolved to a device (no GIDs in the message or no GID"
+                   " table for it)")
+            out.append(finding(
+                "qp_rtr_timeout",
+                f"{len(hit)} queue pair(s) timed out (errno 110) moving to RTR on {hosts_label(hosts) or 'the job'}"
+                + (f" ({', '.join(devs[:4])})" if devs else "") + txt + ".",
+                hit, Location(host=hosts[0] if len(hosts) == 1 else None, device=devs[0] if len(devs) == 1 else None,
+                              peer=pairs[0].split(" -> ")[1] if len(set(pairs)) == 1 else None),
+                {"lines": len(hit), "hosts": len(hosts), "resolved": resolved, "cross_rail_pairs": cross,
+                 "same_rail_pairs": same, "cross_rail": cross > 0 and same == 0,
+                 "gids_in_message": bool(hit["lgid"].notna().any()), "link_local_gid": link_local},
+            ))
+    out.extend(_net_pairs(ctx))
+    pxn = _env(ctx, "NCCL_PXN_DISABLE")
+    if not pxn.empty and _int(pxn.iloc[-1]["value"]) == 1:
+        out.append(finding(
+            "pxn_disabled_env",
+            "NCCL_PXN_DISABLE=1: NCCL cannot move data over NVLink to the GPU on the destination's rail, so"
+            " point-to-point traffic leaves each node on the sending GPU's own NIC.",
+            pxn.tail(1), Location(host=_one(pxn["host"])),
+        ))
+    env = _env(ctx, "NCCL_CROSS_NIC")
+    graph = ctx.frame("NcclGraph")
+    gx = graph[graph["cross_nic"] == 1] if not graph.empty else graph
+    if not env.empty or not gx.empty:
+        ev = _int(env.iloc[-1]["value"]) if not env.empty else None
+        parts = []
+        if ev is not None:
+            parts.append(f"NCCL_CROSS_NIC={ev}")
+        if not gx.empty:
+            parts.append(f"{len(gx)} NCCL graph(s) searched with crossNic 1 (rings/trees may leave a node on another NIC"
+                         " than they entered)")
+        src = pd.concat([x for x in (env.tail(1), gx.head(3)) if not x.empty])
+        out.append(finding(
+            "nccl_cross_nic",
+            "; ".join(parts) + ".",
+            src, Location(host=_one(pd.concat([env["host"], gx["host"]]) if not gx.empty else env["host"])),
+            {"env_value": ev, "graph_cross": not gx.empty, "graphs": len(gx),
+             "allowed": (ev == 1) or not gx.empty},
+        ))
+    return out
+
+
+_NET_CH = re.compile(r"Channel (?P<ch>\d+)/(?P<ci>\d+) : (?P<src>\d+)\[(?P<sd>\d+)\] -> (?P<dst>\d+)\[(?P<dd>\d+)\]"
+                     r" \[(?P<dir>send|receive)\] via NET/\w+/(?P<nic>\d+)")
+
+
+def _net_pairs(ctx: Context) -> list[Finding]:
+    """Both ends of NCCL's inter-node connections: a [send] line on one host and the matching [receive] line on
+    another; the NIC index each side uses tells whether the connection joins two rails."""
+    ch = ctx.frame("NcclChannel")
+    if ch.empty or "transport" not in ch:
+        return []
+    net = ch[ch["transport"] == "NET"]
+    if net.empty:
+        return []
+    ext = net["text"].astype(str).str.extract(_NET_CH)
+    net = net.assign(**{c: ext[c] for c in ext.columns}).dropna(subset=["nic"])
+    if net.empty:
+        return []
+    key = ["ch", "ci", "src", "sd", "dst", "dd"]
+    snd = net[net["dir"] == "send"].drop_duplicates(key + ["host"])
+    rcv = net[net["dir"] == "receive"].drop_duplicates(key + ["host"])
+    pairs = snd.merge(rcv, on=key, suffixes=("_s", "_r"))
+    pairs = pairs[pairs["host_s"].fillna("") != pairs["host_r"].fillna("")]
+    if pairs.empty:
+        return []
+    crossed = pairs[pairs["nic_s"] != pairs["nic_r"]]
+    attrs: dict[str, str | int | float | bool | None] = {"pairs": len(pairs), "cross_pairs": len(crossed),
+                                                          "same_pairs": len(pairs) - len(crossed)}
+    if crossed.empty:
+        rows = pairs.head(2)
+        ev = [EvidenceRef(file=str(s), line=int(ln), text=str(t), finding="nccl_net_pairs_same_nic")
+              for s, ln, t in zip(rows["source_s"], rows["line_s"], rows["text_s"], strict=True)]
+        return [finding("nccl_net_pairs_same_nic",
+                        f"All {len(pairs)} inter-node NCCL connection(s) seen from both ends use the same NIC index on"
+                        " both hosts (rail-aligned).", None, attrs=attrs, evidence=ev)]
+    c0 = crossed.iloc[0]
+    ev = []
+    for _, r in crossed.head(3).iterrows():
+        ev.append(EvidenceRef(file=str(r["source_s"]), line=int(r["line_s"]), text=str(r["text_s"]),
+                              finding="nccl_net_pairs_cross_nic"))
+        ev.append(EvidenceRef(file=str(r["source_r"]), line=int(r["line_r"]), text=str(r["text_r"]),
+                              finding="nccl_net_pairs_cross_nic"))
+    return [finding(
+        "nccl_net_pairs_cross_nic",
+        f"{len(crossed)} of {len(pairs)} inter-node NCCL connection(s) leave one host on one NIC index and arrive on"
+        f" another (e.g. channel {c0['ch']}/{c0['ci']} {c0['src']}[{c0['sd']}] -> {c0['dst']}[{c0['dd']}]: NET/"
+        f"{c0['nic_s']} on {c0['host_s']}, NET/{c0['nic_r']} on {c0['host_r']}): cross-rail on a rail-optimized fabric.",
+        None, Location(host=sval(c0["host_s"]), peer=sval(c0["host_r"])), attrs, evidence=ev[:8],
+    )]
+
+
+# --------------------------------------------------------------------------------------------- MTU
+
+_MTU_ENUM = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+
+
+@extractor
+def mtu_paths(ctx: Context) -> list[Finding]:
+    """Active vs maximum MTU of the HCA ports, across hosts, and the MTU NCCL used for its queue pairs."""
+    out: list[Finding] = []
+    ports = ctx.frame("IbPort")
+    if not ports.empty and "active_mtu" in ports and ports["active_mtu"].notna().any():
+        act = ports[(ports["state"] == "Active") & ports["active_mtu"].notna()].copy()
+        init = ctx.frame("NcclNetInit")
+        used: set[str] = set()
+        if not init.empty:
+            for devs in init[init["net"] == "IB"]["devices"]:
+                used.update(devs)
+        if used and act["device"].isin(used).any():
+            act = act[act["device"].isin(used)]
+        act["ll"] = act["link_layer"].fillna("?")
+        for ll, grp in act.groupby("ll", sort=True):
+            grp = grp.drop_duplicates(["host", "device", "port"], keep="last")
+            best = int(grp["active_mtu"].max())
+            cap = grp["max_mtu"].astype(float)
+            below_max = grp["max_mtu"].notna() & (grp["active_mtu"].astype(float) < cap)
+            below_peers = grp["active_mtu"].astype(float) < best
+            low = grp[below_max | below_peers]
+            roce = ll == "Ethernet"
+            for host, hg in low.groupby(low["host"].fillna(""), sort=True):
+                mtus = sorted({int(m) for m in hg["active_mtu"]})
+                maxes = sorted({int(m) for m in hg["max_mtu"].dropna()})
+                devs = sorted(set(hg["device"]))
+                bp = bool(below_peers.loc[hg.index].any())
+                bm = bool(below_max.loc[hg.index].any())
+                out.append(finding(
+                    "port_active_mtu_low",
+                    f"{host + ' ' if host else ''}{', '.join(devs[:4])}{' and more' if len(devs) > 4 else ''}:"
+                    f" active_mtu {'/'.join(map(str, mtus))}"
+                    + (f" below max_mtu {'/'.join(map(str, maxes))}" if bm else "")
+                    + (f"{' and' if bm else ''} below the {best} of the other {ll} ports" if bp else "")
+                    + (" (a RoCE port follows its netdev MTU: 1024 means an interface MTU of 1500)" if roce and 1024 in mtus
+                       else "") + ".",
+                    hg, Location(host=str(host) or None, device=devs[0] if len(devs) == 1 else None,
+                                 port=int(hg.iloc[0]["port"]) if len(devs) == 1 else None),
+                    {"active_mtu": mtus[0], "max_mtu": maxes[-1] if maxes else None, "peer_mtu": best,
+                     "below_max": bm, "below_peers": bp, "link_layer": ll, "roce": roce, "ports": len(hg)},
+                ))
+            if low.empty:
+                at_max = bool((grp["max_mtu"].isna() | (grp["active_mtu"] >= grp["max_mtu"])).all())
+                out.append(finding(
+                    "port_mtu_uniform",
+                    f"All {len(grp)} active {ll} port(s) run active_mtu {best}"
+                    + (" (their max_mtu)." if at_max else "."),
+                    grp.head(3), attrs={"mtu": best, "ports": len(grp), "at_max": at_max, "link_layer": ll},
+                ))
+    qp = ctx.frame("NcclQpInfo")
+    if not qp.empty:
+        qp = qp.assign(mtu_b=qp["mtu"].map(lambda e: _MTU_ENUM.get(int(e))))
+        qp = qp[qp["mtu_b"].notna()]
+        if not qp.empty:
+            per_host = qp.groupby(qp["host"].fillna(""))["mtu_b"].agg(["min", "max"])
+            lo, hi = int(qp["mtu_b"].min()), int(qp["mtu_b"].max())
+            if lo != hi:
+                low_hosts = sorted(str(h) for h in per_host.index[per_host["min"] < hi])
+                rows = pd.concat([qp[qp["mtu_b"] == lo].head(4), qp[qp["mtu_b"] == hi].head(2)])
+                out.append(finding(
+                    "nccl_qp_mtu_mixed",
+                    f"NCCL queue pairs use MTU {lo} on {hosts_label(low_hosts) or 'some ranks'} but {hi} elsewhere"
+                    f" (the 'mtu' enum of the NET/IB QP lines): the endpoints' active MTUs differ.",
+                    rows, Location(host=low_hosts[0] if len(low_hosts) == 1 else None),
+                    {"min_bytes": lo, "max_bytes": hi, "low_hosts": len(low_hosts), "hosts": len(per_host)},
+                ))
+            else:
+                out.append(finding(
+                    "nccl_qp_mtu_uniform",
+                    f"All {len(qp)} NCCL queue pair line(s) use MTU {lo} on {len(per_host)} host(s).",
+                    qp.head(2), attrs={"mtu_bytes": lo, "hosts": len(per_host), "qps": len(qp)},
+                ))
+    return out

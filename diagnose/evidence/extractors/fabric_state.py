@@ -1,0 +1,821 @@
+"""The fabric as a whole: link flaps, congestion, the subnet manager, partitions and adaptive routing.
+
+Sources: port counters over several snapshots (``LinkDownedCounter``, ``PortXmitWait`` against
+``PortXmitData``, discards), kernel link down/up lines, NCCL's IB async events and ``ibv_modify_qp``
+failures, ``sminfo``/ibdiagnet SM_INFO, the ``SM lid`` of HCA ports, the OpenSM log (sweeps, traps,
+state changes), the job environment (``NCCL_IB_PKEY``, ``NCCL_IB_ADAPTIVE_ROUTING``,
+``NCCL_IB_AR_THRESHOLD``) and ibdiagnet messages.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from diagnose.evidence.context import Context, finding, hosts_label, primary, sval
+from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.links import _port_index, _snapshot_order
+from diagnose.models.diagnosis import EvidenceRef, Finding, Location
+
+MAX_PORT_FINDINGS = 8
+BOOT_WINDOW_S = 300.0  # link training right after the driver probe is not flapping
+WAIT_FLOOR = 0.01  # per-port XmitWait findings only from 1% of transmit capacity on (the profile covers all)
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _one(values: pd.Series) -> str | None:
+    vs = sorted({str(v) for v in values.dropna() if str(v)})
+    return vs[0] if len(vs) == 1 else None
+
+
+def _secs(ts: object) -> float | None:
+    """A kernel/SM log timestamp as seconds: raw dmesg seconds as is, absolute times as epoch seconds."""
+    t = sval(ts)
+    if not t:
+        return None
+    t = t.strip().lstrip("+")
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    t = t.replace(",", ".")
+    m = _NO_YEAR.match(t)
+    if m:  # syslog / OpenSM stamps carry no year: any fixed year keeps the differences right
+        t = f"2000 {m.group(1)} {int(m.group(2))} {m.group(3)}"
+    try:
+        v = pd.to_datetime(t, errors="coerce", utc=True, format="mixed")
+        return None if pd.isna(v) else float(v.timestamp())
+    except (ValueError, OverflowError):
+        return None
+
+
+_NO_YEAR = re.compile(r"^([A-Z][a-z]{2})\s+(\d{1,2})\s+(\d\d:\d\d:\d\d(?:\.\d+)?)$")
+
+
+def _raw_secs(ts: object) -> bool:
+    t = sval(ts)
+    return bool(t) and re.fullmatch(r"\s*\+?\d+\.\d+\s*", t or "") is not None
+
+
+_TABLE_CACHE: list[tuple[pd.DataFrame, tuple[pd.DataFrame, pd.DataFrame]]] = []
+
+
+def _counter_table(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per (port, counter): first/last value, summed increments (resets counted from zero),
+    snapshots, the interval between the first and last snapshot when dated, and where it was read.
+    Several extractors of this module read it; it is computed once per PortCounter frame."""
+    src = ctx.frame("PortCounter")
+    if src.empty:
+        return pd.DataFrame(), src
+    if _TABLE_CACHE and _TABLE_CACHE[0][0] is src:
+        return _TABLE_CACHE[0][1]
+    pc = src.copy()
+    pc["lid_k"] = pc["lid"].fillna(-1).astype(int)
+    pc["port_k"] = pc["port"].fillna(-1).astype(int)
+    pc["guid_k"] = pc["guid"].fillna("").astype(str).str.lower()
+    pc["host_k"] = pc["host"].fillna("").astype(str)
+    pc["dev_k"] = pc["device"].fillna("").astype(str) if "device" in pc else ""
+    pc["order_k"] = _snapshot_order(pc)
+    ts = pd.to_datetime(pc["timestamp"], errors="coerce", utc=True, format="mixed")
+    pc["ts_s"] = (ts - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    keys = ["host_k", "dev_k", "guid_k", "lid_k", "port_k", "counter"]
+    pc = pc.sort_values(keys + ["order_k", "line"], kind="stable").reset_index(drop=True)
+    same = pc[keys].eq(pc[keys].shift()).all(axis=1)
+    step = pc["value"].diff()
+    pc["inc"] = step.where(same, 0).where(~(same & (step < 0)), pc["value"]).fillna(0)
+    g = pc.groupby(keys, sort=True)
+    agg = g.agg(first=("value", "first"), last=("value", "last"), inc=("inc", "sum"),
+                snaps=("order_k", "nunique"), extended=("extended", "last"),
+                t0=("ts_s", "min"), t1=("ts_s", "max"))
+    agg["interval_s"] = agg["t1"] - agg["t0"]
+    pos = g.indices
+    agg["rows"] = [list(pos[k]) for k in agg.index]
+    _TABLE_CACHE[:] = [(src, (agg.reset_index(), pc))]
+    return _TABLE_CACHE[0][1]
+
+
+def _port_where(ctx: Context, host: str, dev: str, guid: str, lid: int, port: int) -> tuple[Location, bool, str]:
+    """Location, is-switch, and a label for one counter port."""
+    by_lid, by_guid = _port_index(ctx)
+    info = by_guid.get(guid) if guid else None
+    if info is None and lid >= 0:
+        info = by_lid.get((host, lid)) if host else None
+        info = info if info is not None else by_lid.get(("*", lid))
+    # a GUID no HCA port of the bundle owns is a switch port; the host is then only where perfquery ran
+    switch = info is None and guid != "" and not dev
+    h = None if switch else (sval(info["host"]) if info is not None else None) or (host or None)
+    d = dev or (str(info["device"]) if info is not None else None)
+    if switch:
+        d = _node_desc(ctx).get(guid) or guid
+    p = port if port >= 0 else None
+    label = " ".join(x for x in [h, d, f"port {p}" if p is not None else None, f"(lid {lid})" if lid >= 0 else None]
+                     if x) or (f"lid {lid}" if lid >= 0 else "?")
+    return Location(host=h, device=d, port=p), switch, label
+
+
+def _node_desc(ctx: Context) -> dict[str, str]:
+    nodes = ctx.frame("FabricNode")
+    if nodes.empty:
+        return {}
+    return {str(g).lower(): str(d) for g, d in zip(nodes["guid"], nodes["description"], strict=True) if sval(d)}
+
+
+def _row_refs(frame: pd.DataFrame, rows: list[int], kind: str, limit: int = 4) -> list[EvidenceRef]:
+    sel = frame.iloc[rows[-limit:]]
+    return [EvidenceRef(file=str(s), line=int(ln), text=str(t), finding=kind)
+            for s, ln, t in zip(sel["source"], sel["line"], sel["text"], strict=True)]
+
+
+# --------------------------------------------------------------------------------------------- link flaps
+
+_DOWN_WORDS = re.compile(r"Link (?:down|DOWN)\b|lost carrier|carrier (?:lost|off)|Link is Down|link is not ready", re.I)
+_UP_WORDS = re.compile(r"Link (?:up|UP|ACTIVE)\b|gained carrier|carrier (?:on|acquired)|Link is Up|link becomes ready",
+                       re.I)
+_PORT_NO = re.compile(r"Port: ?(\d+)")
+
+
+@extractor
+def link_flaps(ctx: Context) -> list[Finding]:
+    """Down -> up cycles of one NIC port in the kernel log, and LinkDowned counters that move."""
+    out: list[Finding] = []
+    parts = []
+    mlx = ctx.frame("Mlx5Event")
+    boot_ref: dict[tuple[str, str], float] = {}
+    if not mlx.empty:
+        ev = mlx[mlx["category"].isin(["link_down", "link_up"])].copy()
+        if not ev.empty:
+            ev["dir"] = np.where(ev["category"] == "link_down", "down", "up")
+            ev["key"] = ev["bdf"].astype(str)
+            parts.append(ev)
+        probe = mlx[~mlx["category"].isin(["link_down", "link_up"])]
+        for (src, host), grp in probe.groupby([probe["source"], probe["host"].fillna("")]):
+            # the driver probe lines come first in a kernel log: their time is the start-up reference
+            ts = [t for t in (_secs(x) for x in grp.nsmallest(8, "line")["timestamp"]) if t is not None]
+            if ts:
+                boot_ref[(str(src), str(host))] = min(ts)
+    kev = ctx.frame("KernelEvent")
+    if not kev.empty:
+        ib = kev[(kev["category"] == "ib_link") & kev["device"].notna()].copy()
+        if not ib.empty:
+            msg = ib["message"].astype(str)
+            ib["dir"] = np.where(msg.str.contains(_DOWN_WORDS), "down",
+                                 np.where(msg.str.contains(_UP_WORDS), "up", ""))
+            ib = ib[ib["dir"] != ""]
+            ib["key"] = ib["device"].astype(str)
+            ib["netdev"] = ib["device"]
+            parts.append(ib)
+    if parts:
+        cols = ["source", "line", "text", "host", "timestamp", "dir", "key", "netdev", "message"]
+        ev = pd.concat([p[cols] for p in parts], ignore_index=True)
+        ev["host"] = ev["host"].fillna("").astype(str)
+        ev = ev.sort_values(["host", "key", "source", "line"], kind="stable")
+        for (host, key), grp in ev.groupby(["host", "key"], sort=True):
+            if not (grp["dir"] == "down").any():
+                continue
+            names = [str(n) for n in grp["netdev"].dropna()]
+            ibdev = next((n for n in names if re.fullmatch(r"mlx\d_\d+", n)), None)
+            dev = ibdev or (names[0] if names else key)
+            pm = grp["message"].astype(str).str.extract(_PORT_NO)[0].dropna()
+            port = int(pm.iloc[0]) if not pm.empty else None
+            ts = [_secs(t) for t in grp["timestamp"]]
+            raw = all(_raw_secs(t) for t in grp["timestamp"] if sval(t))
+            ref = 0.0 if raw else boot_ref.get((str(grp["source"].iloc[0]), host))
+            # events within BOOT_WINDOW_S of the driver start-up are link training, not flaps
+            boot = [t is not None and ref is not None and t - ref <= BOOT_WINDOW_S for t in ts]
+            late = grp[[not b for b in boot]]
+            late_ts = [t for t, b in zip(ts, boot, strict=True) if not b and t is not None]
+            # a RoCE port logs 'enp..: Link down' and 'mlx5_N: Port: 1 Link DOWN' for one event: collapse runs
+            dirs = late["dir"].tolist()
+            collapsed = [d for i, d in enumerate(dirs) if i == 0 or d != dirs[i - 1]]
+            downs = collapsed.count("down")
+            ups = collapsed.count("up")
+            cycles = sum(1 for a, b in zip(collapsed, collapsed[1:], strict=False) if a == "down" and b == "up")
+            at_boot = downs == 0
+            if at_boot:
+                collapsed = [d for i, d in enumerate(grp["dir"]) if i == 0 or d != grp["dir"].iloc[i - 1]]
+                downs, ups = collapsed.count("down"), collapsed.count("up")
+            span = round(max(late_ts) - min(late_ts), 1) if len(late_ts) >= 2 else None
+            where = f"{host + ' ' if host else ''}{dev}{' (' + key + ')' if dev != key else ''}"
+            out.append(finding(
+                "link_flap_events",
+                f"{where} went down {downs} time(s) and came back {ups} time(s) in the kernel log"
+                + (" during driver start-up (link training)" if at_boot else
+                   f" after start-up{f' within {span:g} s' if span else ''}")
+                + ("; the last event is a down" if collapsed[-1] == "down" else "") + ".",
+                grp if at_boot else late, Location(host=host or None, device=dev, port=port),
+                {"downs": downs, "ups": ups, "cycles": 0 if at_boot else cycles, "at_boot": at_boot, "span_s": span,
+                 "ends_down": collapsed[-1] == "down", "bdf": key if re.match(r"[0-9a-f]{4}:", key) else None},
+            ))
+    out.extend(_link_downed(ctx))
+    out.extend(_ibdiagnet_link_down(ctx))
+    return out
+
+
+def _link_downed(ctx: Context) -> list[Finding]:
+    t, frame = _counter_table(ctx)
+    if t.empty:
+        return []
+    ld = t[(t["counter"] == "link_downed") & (t["snaps"] > 1)]
+    if ld.empty:
+        return []
+    rising = ld[ld["inc"] > 0]
+    out: list[Finding] = []
+    if rising.empty:
+        nz = ld[ld["last"] > 0]
+        out.append(finding(
+            "link_downed_stable",
+            f"LinkDownedCounter did not move between snapshots on {len(ld)} port(s)"
+            + (f" (highest value {int(nz['last'].max())}, old events)" if not nz.empty else "") + ".",
+            frame.iloc[[r for rows in ld["rows"] for r in rows][:3]],
+            attrs={"ports": len(ld), "max_value": int(ld["last"].max())},
+        ))
+        return out
+    # both ends of one cable rising: match rising ports against FabricLink ends (by GUID or LID, and port)
+    links = ctx.frame("FabricLink")
+    ends: set[tuple[str, int]] = set()
+    for guid, lid, port in zip(rising["guid_k"], rising["lid_k"], rising["port_k"], strict=True):
+        if guid:
+            ends.add((f"g{guid}", int(port)))
+        if lid >= 0:
+            ends.add((f"l{lid}", int(port)))
+    pairs: list[pd.Series] = []
+    if not links.empty:
+        for _, row in links.iterrows():
+            a = {(f"g{str(row['guid']).lower()}", int(row["port"]))}
+            if sval(row.get("lid")):
+                a.add((f"l{int(row['lid'])}", int(row["port"])))
+            b = {(f"g{str(row['peer_guid']).lower()}", int(row["peer_port"]))}
+            if sval(row.get("peer_lid")):
+                b.add((f"l{int(row['peer_lid'])}", int(row["peer_port"])))
+            if a & ends and b & ends:
+                pairs.append(row)
+    if pairs:
+        p = pairs[0]
+        desc = f"{sval(p['description']) or p['guid']} port {p['port']} <-> {sval(p['peer_description']) or p['peer_guid']}" \
+               f" port {p['peer_port']}"
+        out.append(finding(
+            "link_downed_both_ends",
+            f"LinkDownedCounter rose on both ends of one cable: {desc}.",
+            pd.DataFrame(pairs).head(2),
+            Location(device=sval(p["description"]) or str(p["guid"]), port=int(p["port"]),
+                     peer=sval(p["peer_description"]) or str(p["peer_guid"])),
+            {"links": len(pairs) // 2 or 1},
+        ))
+    return out
+
+
+_IBDIAG_LD = re.compile(r'"link_down_counter" increased during the run \(difference value=(?P<d>\d+)')
+
+
+def _ibdiagnet_link_down(ctx: Context) -> list[Finding]:
+    tm = ctx.frame("ToolMessage")
+    if tm.empty:
+        return []
+    hit = tm[tm["message"].astype(str).str.contains('"link_down_counter" increased during the run', regex=False, na=False)]
+    if hit.empty:
+        return []
+    d = hit["message"].astype(str).str.extract(_IBDIAG_LD)["d"].astype(int)
+    ports = hit["message"].astype(str).str.split(" - ").str[0]
+    return [finding(
+        "ibdiagnet_link_down_increase",
+        f"ibdiagnet saw link_down_counter increase during its run on {len(hit)} port(s)"
+        f" ({', '.join(sorted(set(ports))[:3])}), by up to {int(d.max())}.",
+        hit, Location(device=ports.iloc[0] if len(hit) == 1 else None),
+        {"ports": len(hit), "delta": int(d.max())},
+    )]
+
+
+# --------------------------------------------------------------------------------------------- NCCL async events
+
+_ASYNC = re.compile(
+    r"NET/IB ?: (?:(?P<dev>[\w.\-]+):(?P<port>\d+) )?Got (?:non-fatal )?async (?:error )?event ?: ?"
+    r"(?P<ev>[A-Za-z_ ]+?)\s*(?:\(\d+\))?\s*$"
+)
+_EV_KIND = {
+    "port error": "port_error", "port active": "port_active", "lid change": "lid_change",
+    "sm change": "sm_change", "client reregistration": "client_reregister", "client reregister": "client_reregister",
+    "p_key change": "pkey_change", "gid table change": "gid_change",
+}
+
+
+def _async_events(ctx: Context) -> pd.DataFrame:
+    w = ctx.frame("NcclWarn")
+    if w.empty:
+        return pd.DataFrame()
+    ext = w["message"].astype(str).str.extract(_ASYNC)
+    hit = w[ext["ev"].notna()].copy()
+    if hit.empty:
+        return hit
+    hit["ev"] = ext.loc[hit.index, "ev"].str.strip().str.lower().map(_EV_KIND).fillna("other")
+    hit["ibdev"] = ext.loc[hit.index, "dev"]
+    hit["host"] = hit["host"].fillna("").astype(str)
+    return hit
+
+
+@extractor
+def nccl_async_events(ctx: Context) -> list[Finding]:
+    """NCCL's 'Got (non-fatal) async event' WARNs: port error/active (a link going down and up under a
+    running job) and LID/SM changes or client re-registration (the subnet manager re-sweeping)."""
+    hit = _async_events(ctx)
+    if hit.empty:
+        return []
+    out: list[Finding] = []
+    port_ev = hit[hit["ev"].isin(["port_error", "port_active"])]
+    for (host, dev), grp in port_ev.groupby([port_ev["host"], port_ev["ibdev"].fillna("")], sort=True):
+        errs = int((grp["ev"] == "port_error").sum())
+        acts = int((grp["ev"] == "port_active").sum())
+        out.append(finding(
+            "nccl_ib_port_events",
+            f"NCCL saw {errs} 'port error' and {acts} 'port active' async event(s)"
+            f"{' on ' + host if host else ''}{' ' + dev if dev else ''}: the port lost its link under the job.",
+            grp, Location(host=host or None, device=dev or None),
+            {"port_errors": errs, "port_actives": acts, "pids": int(grp["pid"].nunique())},
+        ))
+    sm_ev = hit[hit["ev"].isin(["lid_change", "sm_change", "client_reregister"])]
+    if not sm_ev.empty:
+        hosts = sorted(h for h in sm_ev["host"].unique() if h)
+        kinds = sorted(set(sm_ev["ev"]))
+        out.append(finding(
+            "nccl_ib_sm_events",
+            f"NCCL saw {len(sm_ev)} subnet-manager async event(s) ({', '.join(kinds)}) on"
+            f" {len(hosts)} host(s) ({hosts_label(hosts)}).",
+            sm_ev, Location(host=hosts[0] if len(hosts) == 1 else None),
+            {"events": len(sm_ev), "hosts": len(hosts), "lid_change": int((sm_ev["ev"] == "lid_change").sum()),
+             "sm_change": int((sm_ev["ev"] == "sm_change").sum()),
+             "client_reregister": int((sm_ev["ev"] == "client_reregister").sum())},
+        ))
+    pk = hit[hit["ev"] == "pkey_change"]
+    if not pk.empty:
+        out.append(finding(
+            "nccl_ib_pkey_change_event",
+            f"NCCL saw {len(pk)} 'P_Key change' async event(s): the subnet manager rewrote the port's partition table.",
+            pk, Location(host=_one(pk["host"])), {"events": len(pk)},
+        ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- congestion
+
+_TICK_BYTES = 8  # Quantum/Quantum-2/Quantum-3: one XmitWait tick per 8 bytes that could have been sent
+_WORD_BYTES = 4  # PortXmitData counts 4-octet words
+
+
+def _wait_table(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per port with both counters: XmitWait and XmitData (deltas when there are several snapshots,
+    else cumulative) and the share of transmit capacity lost to credit waits."""
+    t, frame = _counter_table(ctx)
+    if t.empty:
+        return t, frame
+    pk = ["host_k", "dev_k", "guid_k", "lid_k", "port_k"]
+    wait = t[t["counter"] == "port_xmit_wait"].set_index(pk)
+    data = t[t["counter"] == "port_xmit_data"].set_index(pk)
+    if wait.empty or data.empty:
+        return pd.DataFrame(), frame
+    j = wait.add_suffix("_w").join(data.add_suffix("_d"), how="inner")
+    if j.empty:
+        return pd.DataFrame(), frame
+    delta_basis = (j["snaps_w"] > 1) & (j["snaps_d"] > 1)
+    w = np.where(delta_basis, j["inc_w"], j["last_w"]).astype(float)
+    d = np.where(delta_basis, j["inc_d"], j["last_d"]).astype(float)
+    # basic (32-bit) PortXmitWait stops at 2^32-1: the rate is then unknown
+    sat = (~j["extended_w"].astype(bool)) & (j["last_w"] >= (1 << 32) - 1)
+    lost = w * _TICK_BYTES
+    sent = d * _WORD_BYTES
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(lost + sent > 0, lost / (lost + sent), np.nan)
+    j = j.assign(w=w, d=d, ratio=ratio, basis=np.where(delta_basis, "delta", "cumulative"), sat=sat)
+    measured = j[j["ratio"].notna() & ~j["sat"] & (j["d"] > 0)]
+    return measured, frame
+
+
+def _hot_ports(measured: pd.DataFrame) -> tuple[float, float, pd.DataFrame]:
+    """Median and highest wait share, and the ports that wait ten times more than the median one."""
+    med = float(np.nanmedian(measured["ratio"]))
+    top = float(measured["ratio"].max())
+    hot = measured[measured["ratio"] >= max(10 * med, WAIT_FLOOR)] if len(measured) >= 3 else measured.iloc[0:0]
+    return med, top, hot
+
+
+@extractor
+def congestion(ctx: Context) -> list[Finding]:
+    """PortXmitWait against PortXmitData, per port: the share of the port's transmit capacity lost waiting
+    for credits (lost bytes = XmitWait x 8 on NVIDIA Quantum switches), from deltas between snapshots
+    when there are several, else from the cumulative counters (an average since the last reset)."""
+    measured, frame = _wait_table(ctx)
+    if measured.empty:
+        return []
+    out: list[Finding] = []
+    # per-port findings only where the wait is measurable (1% of capacity); the profile covers the rest
+    waiting = measured[measured["ratio"] >= WAIT_FLOOR].sort_values(["ratio"], ascending=False)
+    for key, row in waiting.head(MAX_PORT_FINDINGS).iterrows():
+        host, dev, guid, lid, port = key
+        loc, switch, label = _port_where(ctx, host, dev, guid, int(lid), int(port))
+        rows = sorted(set(row["rows_w"]) | set(row["rows_d"]))
+        iv = row["interval_s_w"]
+        basis = str(row["basis"])
+        out.append(finding(
+            "port_xmit_wait",
+            f"{label}{' (switch port)' if switch else ''}: PortXmitWait {'+' if basis == 'delta' else ''}{int(row['w'])}"
+            f" against PortXmitData {'+' if basis == 'delta' else ''}{int(row['d'])} words"
+            + (f" in {iv:g} s" if basis == "delta" and iv == iv and iv > 0 else "")
+            + f": about {row['ratio']:.0%} of the port's transmit capacity was spent waiting for credits"
+            + (" (since the last counter reset)" if basis == "cumulative" else "") + ".",
+            None, loc,
+            {"ratio": round(float(row["ratio"]), 4), "xmit_wait": int(row["w"]), "xmit_data": int(row["d"]),
+             "basis": basis, "switch": switch,
+             "interval_s": round(float(iv), 1) if basis == "delta" and iv == iv else None},
+            evidence=_row_refs(frame, rows, "port_xmit_wait"),
+        ))
+    hca_guids = set(_port_index(ctx)[1])
+    med, top, hot = _hot_ports(measured)
+    rows = [r for rr in measured.sort_values("ratio", ascending=False).head(3)["rows_w"] for r in rr[-1:]]
+    out.append(finding(
+        "xmit_wait_profile",
+        f"PortXmitWait measured on {len(measured)} port(s) ({int((measured['basis'] == 'delta').sum())} from deltas):"
+        f" highest {top:.1%} of transmit capacity lost to credit waits, median {med:.1%}"
+        + (f"; {len(hot)} port(s) stand out as hot spots" if len(hot) else "") + ".",
+        frame.iloc[rows],
+        attrs={"ports": len(measured), "max_ratio": round(top, 4), "median_ratio": round(med, 4),
+               "hot_ports": len(hot), "delta_ports": int((measured["basis"] == "delta").sum()),
+               "switch_ports": int(sum(1 for k in measured.index if k[2] and not k[1] and k[2] not in hca_guids))},
+    ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- subnet manager
+
+_STATE_CHANGE = re.compile(r"Entering (?:MASTER|STANDBY|DISCOVERING|NOT.?ACTIVE) state", re.I)
+_REMOTE_SM = re.compile(r"remote SM|another SM|non-matching sm_key|SM .*higher priority", re.I)
+_TRAP_LID = re.compile(r"from LID:(\d+)")
+
+
+@extractor
+def subnet_manager(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    out.extend(_sm_info(ctx))
+    out.extend(_port_sm_lids(ctx))
+    out.extend(_sm_log(ctx))
+    return out
+
+
+def _sm_info(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    smi = ctx.frame("SmInfo")
+    if not smi.empty:
+        masters = smi[smi["state"] == "MASTER"]
+        guids = sorted({str(g) for g in masters["sm_guid"].dropna()})
+        known = smi[smi["state"].notna()]
+        if len(guids) >= 2:
+            out.append(finding(
+                "sm_multiple_masters",
+                f"{len(guids)} different subnet managers answer as MASTER ({', '.join(guids[:3])}): SMs are fighting.",
+                masters, attrs={"masters": len(guids)},
+            ))
+        elif not known.empty and masters.empty and _no_master(ctx, known):
+            states = sorted(set(known["state"]))
+            out.append(finding(
+                "sm_no_master",
+                f"No subnet manager answers as MASTER (states seen: {', '.join(states)}).",
+                known, attrs={"states": ",".join(states)},
+            ))
+        elif len(guids) == 1:
+            m = masters.copy()
+            m["host_k"] = m["host"].fillna("")
+            stalled = False
+            for _h, grp in m.groupby("host_k"):
+                acts = grp["activity"].dropna()
+                if len(acts) >= 2 and acts.max() == acts.min():
+                    stalled = True
+            lids = sorted({int(x) for x in masters["sm_lid"].dropna()})
+            out.append(finding(
+                "sm_master_single",
+                f"One subnet manager is MASTER ({guids[0]}, lid {', '.join(map(str, lids))}) in"
+                f" {len(masters)} reading(s)" + ("; its activity count did not move between two readings" if stalled
+                                                  else "") + ".",
+                masters.head(3), attrs={"readings": len(masters), "stalled": stalled},
+            ))
+    te = ctx.frame("ToolError")
+    if not te.empty:
+        fail = te[(te["tool"] == "sminfo") & te["message"].astype(str).str.contains(r"iberror|failed", case=False, na=False)]
+        if not fail.empty:
+            out.append(finding(
+                "sm_query_failed",
+                f"sminfo found no subnet manager to answer ({len(fail)} failed query line(s)"
+                f"{' on ' + hosts_label(list(fail['host'].dropna())) if fail['host'].notna().any() else ''}).",
+                fail, Location(host=_one(fail["host"])), {"lines": len(fail)},
+            ))
+    return out
+
+
+def _no_master(ctx: Context, known: pd.DataFrame) -> bool:
+    """No reading is MASTER: is that the fabric's SM, or only a standby queried by its LID?
+    A discovering/inactive SM, or the SM the HCA ports point at, answering as non-master is a problem."""
+    if known["state"].isin(["DISCOVERING", "NOTACTIVE"]).any():
+        return True
+    ports = ctx.frame("IbPort")
+    if ports.empty or "sm_lid" not in ports:
+        return False
+    port_lids = {int(x) for x in ports["sm_lid"].dropna() if int(x) > 0}
+    return bool(port_lids & {int(x) for x in known["sm_lid"].dropna()})
+
+
+def _port_sm_lids(ctx: Context) -> list[Finding]:
+    ports = ctx.frame("IbPort")
+    if ports.empty or "sm_lid" not in ports:
+        return []
+    ib = ports[(ports["link_layer"] == "InfiniBand") & ports["state"].notna() & (ports["state"] != "Down")]
+    if ib.empty:
+        return []
+    out: list[Finding] = []
+    nosm = ib[ib["sm_lid"].fillna(0).astype(int) == 0]
+    if not nosm.empty:
+        hosts = sorted({h for h in nosm["host"].dropna()})
+        states = sorted(set(nosm["state"].astype(str)))
+        out.append(finding(
+            "ports_without_sm",
+            f"{len(nosm)} InfiniBand port(s) with a link ({', '.join(states)}) report SM lid 0"
+            f"{' on ' + hosts_label(hosts) if hosts else ''}: no subnet manager has configured them.",
+            nosm, Location(host=hosts[0] if len(hosts) == 1 else None,
+                           device=str(nosm.iloc[0]["device"]) if len(nosm) == 1 else None),
+            {"ports": len(nosm), "hosts": len(hosts), "active": int((nosm["state"] == "Active").sum())},
+        ))
+    withsm = ib[ib["sm_lid"].fillna(0).astype(int) > 0]
+    lids = sorted({int(x) for x in withsm["sm_lid"]})
+    if len(lids) >= 2:
+        out.append(finding(
+            "sm_lid_inconsistent",
+            f"HCA ports point at {len(lids)} different SM lids ({', '.join(map(str, lids))}): more than one SM"
+            " has configured this fabric.",
+            withsm.drop_duplicates("sm_lid"), attrs={"sm_lids": len(lids)},
+        ))
+    elif len(lids) == 1 and nosm.empty and len(withsm) >= 2:
+        out.append(finding(
+            "sm_lid_consistent",
+            f"All {len(withsm)} active InfiniBand port(s) report the same SM lid {lids[0]}.",
+            withsm.head(2), attrs={"ports": len(withsm), "sm_lid": lids[0]},
+        ))
+    return out
+
+
+def _sm_log(ctx: Context) -> list[Finding]:
+    sm = ctx.frame("SmEvent")
+    if sm.empty:
+        return []
+    out: list[Finding] = []
+    # the log is in time order: the first and last stamp of each file give the span (no per-line parsing)
+    ends = sm.sort_values(["source", "line"]).groupby("source")["timestamp"].agg(["first", "last"])
+    known = [t for t in (_secs(x) for x in pd.concat([ends["first"], ends["last"]])) if t is not None]
+    span_min = round((max(known) - min(known)) / 60.0, 1) if len(known) >= 2 else None
+    ups = sm[sm["category"] == "subnet_up"]
+    heavy = sm[sm["category"] == "heavy_sweep"]
+    lidc = sm[sm["category"] == "lid_change"]
+    msgs = sm["message"].astype(str)
+    changes = sm[msgs.str.contains(_STATE_CHANGE, na=False)]
+    remote = sm[msgs.str.contains(_REMOTE_SM, na=False)]
+    smport = sm[msgs.str.contains(r"SM port is down", case=False, na=False)]
+    per_hour = round(len(ups) / (span_min / 60.0), 1) if span_min and span_min > 0 else None
+    decisive = pd.concat([ups.tail(3), heavy.tail(2), lidc.head(2), changes.head(3), remote.head(2)])
+    out.append(finding(
+        "sm_sweep_activity",
+        f"The SM log shows {len(ups)} SUBNET UP, {len(heavy)} heavy sweep(s), {len(lidc)} LID change(s) and"
+        f" {len(changes)} SM state change(s)" + (f" over {span_min:g} min" if span_min else "")
+        + (f" ({per_hour:g} SUBNET UP per hour)" if per_hour is not None else "") + ".",
+        decisive if not decisive.empty else sm.head(2),
+        attrs={"subnet_ups": len(ups), "heavy_sweeps": len(heavy), "lid_changes": len(lidc),
+               "state_changes": len(changes), "remote_sm": len(remote), "sm_port_down": len(smport),
+               "masters_entered": int(changes["message"].astype(str).str.contains("MASTER", case=False).sum()),
+               "span_min": span_min, "per_hour": per_hour},
+    ))
+    traps = sm[sm["category"] == "port_state_change"]
+    if not traps.empty:
+        lids = traps["message"].astype(str).str.extract(_TRAP_LID)[0]
+        counts = lids.value_counts()
+        top = str(counts.index[0]) if not counts.empty else None
+        out.append(finding(
+            "sm_link_state_traps",
+            f"The SM received {len(traps)} link state change trap(s) (trap 128)"
+            + (f" from {len(counts)} switch LID(s); LID {top} sent {int(counts.iloc[0])}" if top else "") + ".",
+            traps, Location(device=f"lid {top}" if top else None),
+            {"traps": len(traps), "lids": int(len(counts)), "max_per_lid": int(counts.iloc[0]) if top else len(traps)},
+        ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- partitions
+
+_MQP_NEW = re.compile(
+    r"ibv_modify_qp failed with (?P<errno>\d+) (?P<err>[^,]+),\s*on dev (?P<dev>[\w.\-]+):(?P<port>-?\d+),"
+    r"\s*curr state (?P<cur>\w+), next state (?P<next>\w+)"
+)
+_MQP_OLD = re.compile(r"ibv_modify_qp failed with error (?P<err>.+?) errno (?P<errno>\d+)")
+_PKEY_TEXT = re.compile(r"p_?key|partition", re.I)
+
+
+def _env(ctx: Context, name: str) -> pd.DataFrame:
+    env = ctx.frame("EnvSetting")
+    if env.empty:
+        return env
+    return env[env["name"] == name]
+
+
+def _int_or_none(v: object) -> int | None:
+    s = (sval(v) or "").strip().strip("'\"").rstrip(".")
+    try:
+        return int(s, 0)
+    except ValueError:
+        return None
+
+
+@extractor
+def partitions(ctx: Context) -> list[Finding]:
+    """NCCL_IB_PKEY (a P_Key table index), ibv_modify_qp failures by errno and QP transition, partition
+    (P_Key) errors in the SM log and ibdiagnet, and partition-enforcement drops in the port counters."""
+    out: list[Finding] = []
+    pkey = _env(ctx, "NCCL_IB_PKEY")
+    idx: int | None = None
+    if not pkey.empty:
+        vals = sorted({str(v).strip() for v in pkey["value"]})
+        idx = _int_or_none(pkey.iloc[-1]["value"])
+        out.append(finding(
+            "nccl_ib_pkey_set",
+            f"NCCL_IB_PKEY={', '.join(vals)}: NCCL puts its queue pairs in the partition at that index of each"
+            " port's P_Key table" + (" (index 0, the default)" if idx == 0 else "") + ".",
+            pkey, attrs={"index": idx, "nondefault": idx not in (None, 0), "values": len(vals)},
+        ))
+    msgs = ctx.messages
+    qp_rows = pd.DataFrame()
+    if not msgs.empty:
+        m = primary(msgs[msgs["message"].str.contains("ibv_modify_qp failed", na=False)])
+        if not m.empty:
+            new = m["message"].str.extract(_MQP_NEW)
+            old = m["message"].str.extract(_MQP_OLD)
+            m = m.assign(errno=new["errno"].fillna(old["errno"]), nxt=new["next"], cur=new["cur"], ibdev=new["dev"])
+            m = m[m["errno"].notna()]
+            qp_rows = m
+            for (errno, nxt), grp in m.groupby([m["errno"], m["nxt"].fillna("")], sort=True):
+                hosts = sorted({h for h in grp["host"].dropna()})
+                out.append(finding(
+                    "qp_modify_error",
+                    f"{len(grp)} ibv_modify_qp failure(s) with errno {errno}"
+                    + (f" moving the QP {sval(grp['cur'].iloc[0]) or '?'} -> {nxt}" if nxt else "")
+                    + (f" on {hosts_label(hosts)}" if hosts else "") + ".",
+                    grp, Location(host=hosts[0] if len(hosts) == 1 else None, device=_one(grp["ibdev"])),
+                    {"errno": int(errno), "next_state": nxt or None, "hosts": len(hosts)},
+                ))
+    if not qp_rows.empty and idx not in (None, 0):
+        init_fail = qp_rows[(qp_rows["errno"] == "22") & (qp_rows["nxt"].fillna("INIT") == "INIT")]
+        if not init_fail.empty:
+            hosts = sorted({h for h in init_fail["host"].dropna()})
+            out.append(finding(
+                "pkey_index_rejected",
+                f"NCCL_IB_PKEY={idx} and ibv_modify_qp fails with EINVAL moving the QP to INIT (the transition that"
+                f" sets the P_Key index) on {hosts_label(hosts) or 'the job hosts'}: that index holds no usable"
+                " partition key.",
+                pd.concat([pkey.tail(1), init_fail.head(3)]),
+                Location(host=hosts[0] if len(hosts) == 1 else None, device=_one(init_fail["ibdev"])),
+                {"index": idx, "hosts": len(hosts)},
+            ))
+    sm = ctx.frame("SmEvent")
+    if not sm.empty:
+        pk = sm[sm["message"].astype(str).str.contains(r"Bad P_Key|P_Key violation|partition|pkey", case=False, na=False)]
+        if not pk.empty:
+            # 'Bad P_Key:0x.. on SL:.. from LID1:<sender> ..': name the senders when their LIDs are in the bundle
+            senders = pk["message"].astype(str).str.extract(r"Bad P_Key:(0x[0-9a-fA-F]+) on SL:\d+ from LID1:(\d+)")
+            by_lid = _port_index(ctx)[0]
+            who = {(sval(r["host"]), sval(r["device"])) for lid in senders[1].dropna()
+                   if (r := by_lid.get(("*", int(lid)))) is not None}
+            hosts = sorted({h for h, _ in who if h})
+            keys = sorted(set(senders[0].dropna()))
+            traps = int(pk["message"].astype(str).str.contains(r"num:25[79] \(Bad P_Key", na=False).sum())
+            out.append(finding(
+                "sm_partition_errors",
+                f"The SM log has {len(pk)} partition/P_Key line(s)" + (f", {traps} Bad P_Key trap(s)" if traps else "")
+                + (f" for key {', '.join(keys)}" if keys else "")
+                + (f" sent from {hosts_label(hosts)}" if hosts else "")
+                + f" (e.g. '{str(pk.iloc[0]['message'])[:90]}').",
+                pk, Location(host=hosts[0] if len(hosts) == 1 else None),
+                {"lines": len(pk), "bad_pkey_traps": traps, "sender_hosts": len(hosts)},
+            ))
+    tm = ctx.frame("ToolMessage")
+    if not tm.empty:
+        pk = tm[tm["level"].isin(["error", "warning"]) & tm["message"].astype(str).str.contains(_PKEY_TEXT, na=False)]
+        if not pk.empty:
+            out.append(finding(
+                "tool_partition_errors",
+                f"{len(pk)} fabric-tool error/warning line(s) about P_Keys/partitions.",
+                pk, attrs={"lines": len(pk)},
+            ))
+    t, frame = _counter_table(ctx)
+    if not t.empty:
+        ce = t[t["counter"].isin(["port_rcv_constraint_errors", "port_xmit_constraint_errors"]) & (t["last"] > 0)]
+        if not ce.empty:
+            rising = ce[(ce["snaps"] > 1) & (ce["inc"] > 0)]
+            best = (rising if not rising.empty else ce).sort_values("last", ascending=False).iloc[0]
+            loc, switch, label = _port_where(ctx, best["host_k"], best["dev_k"], best["guid_k"], int(best["lid_k"]),
+                                             int(best["port_k"]))
+            out.append(finding(
+                "constraint_errors",
+                f"Partition-enforcement (constraint) errors on {len(ce)} counter(s); {best['counter']} = {int(best['last'])}"
+                f" on {label}" + (f", +{int(best['inc'])} between snapshots" if not rising.empty else "") + ".",
+                None, loc,
+                {"counters": len(ce), "rising": not rising.empty, "value": int(best["last"]), "switch": switch},
+                evidence=_row_refs(frame, [r for rr in ce["rows"] for r in rr[-1:]], "constraint_errors"),
+            ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- adaptive routing
+
+_AR_ENGINE = re.compile(r"\b(?P<eng>[\w-]+) tables configured on all switches|routing engine[:= ]+'?(?P<eng2>[\w-]+)", re.I)
+_AR_ENGINES = ("ar_updn", "ar_ftree", "ar_torus", "ar_dor", "ar_")
+
+
+@extractor
+def adaptive_routing(ctx: Context) -> list[Finding]:
+    """What says whether adaptive routing is in use: NCCL's AR settings, and the SM's routing engine
+    or ibdiagnet's AR summary when those lines were captured."""
+    out: list[Finding] = []
+    ar = _env(ctx, "NCCL_IB_ADAPTIVE_ROUTING")
+    if not ar.empty:
+        v = _int_or_none(ar.iloc[-1]["value"])
+        if v == 0:
+            out.append(finding(
+                "nccl_ar_disabled_env",
+                f"NCCL_IB_ADAPTIVE_ROUTING=0: NCCL is told not to use adaptive-routing sends"
+                f"{' on ' + hosts_label(list(ar['host'].dropna())) if ar['host'].notna().any() else ''}.",
+                ar, attrs={"value": 0},
+            ))
+        elif v is not None:
+            out.append(finding(
+                "nccl_ar_enabled_env",
+                f"NCCL_IB_ADAPTIVE_ROUTING={v}: NCCL uses adaptive-routing sends.",
+                ar, attrs={"value": v},
+            ))
+    thr = _env(ctx, "NCCL_IB_AR_THRESHOLD")
+    if not thr.empty:
+        v = _int_or_none(thr.iloc[-1]["value"])
+        buf = _int_or_none(_env(ctx, "NCCL_BUFFSIZE").iloc[-1]["value"]) if not _env(ctx, "NCCL_BUFFSIZE").empty else None
+        limit = buf or 4 * 1024 * 1024
+        if v is not None and v >= limit:
+            out.append(finding(
+                "nccl_ar_threshold_high",
+                f"NCCL_IB_AR_THRESHOLD={v} is not below the NCCL buffer size ({limit} bytes): no message is large"
+                " enough for adaptive routing.",
+                thr, attrs={"value": v, "buffsize": limit},
+            ))
+    out.extend(_sm_ar_lines(ctx))
+    off = [f for f in out if f.kind in ("nccl_ar_disabled_env", "nccl_ar_threshold_high")
+           or (f.kind == "sm_routing_engine" and not f.attrs.get("adaptive"))
+           or (f.kind == "switch_ar_state" and not f.attrs.get("enabled"))]
+    if off:
+        measured, frame = _wait_table(ctx)
+        if not measured.empty:
+            _med, top, hot = _hot_ports(measured)
+            rows = [r for rr in measured.sort_values("ratio", ascending=False).head(2)["rows_w"] for r in rr[-1:]]
+            ev = [e for f in off for e in f.evidence[:1]] + _row_refs(frame, rows, "ar_off_with_congestion")
+            out.append(finding(
+                "ar_off_with_congestion",
+                f"Adaptive routing is off ({', '.join(sorted({f.kind for f in off}))}) while ports lose up to {top:.0%}"
+                f" of their transmit capacity to credit waits" + (f" ({len(hot)} hot port(s))" if len(hot) else "") + ".",
+                None, attrs={"max_ratio": round(top, 4), "hot_ports": len(hot), "config": len(off)}, evidence=ev,
+            ))
+    return out
+
+
+def _sm_ar_lines(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    sm = ctx.frame("SmEvent")
+    texts = []
+    if not sm.empty:
+        texts.append(sm[["source", "line", "text", "message"]])
+    tm = ctx.frame("ToolMessage")
+    if not tm.empty:
+        texts.append(tm[["source", "line", "text", "message"]])
+    if texts:
+        tx = pd.concat(texts, ignore_index=True)
+        msg = tx["message"].astype(str)
+        eng = msg.str.extract(_AR_ENGINE)
+        eng = eng["eng"].fillna(eng["eng2"])
+        hit = tx[eng.notna()]
+        if not hit.empty:
+            name = str(eng[eng.notna()].iloc[-1]).lower()
+            is_ar = name.startswith(_AR_ENGINES)
+            out.append(finding(
+                "sm_routing_engine",
+                f"The subnet manager routes with '{name}'" + ("" if is_ar else ", which is not an adaptive-routing engine")
+                + ".", hit.tail(2), attrs={"engine": name, "adaptive": is_ar},
+            ))
+        arsum = tx[msg.str.contains(r"Adaptive Routing is (?:enabled|disabled)|AR is (?:enabled|disabled|not)", case=False,
+                                    na=False)]
+        if not arsum.empty:
+            last = str(arsum.iloc[-1]["message"])
+            enabled = bool(re.search(r"enabled on [1-9]", last, re.I))
+            out.append(finding(
+                "switch_ar_state",
+                f"ibdiagnet/SM: '{last[:100]}'.", arsum.tail(1), attrs={"enabled": enabled},
+            ))
+    return out
+
