@@ -187,8 +187,9 @@ def bench_accuracy(root: Path) -> AccuracyBench:
             if top in ranked[:3]:
                 res.top3 += 1
                 row.top3 += 1
+        expected_too = set(exp.get("top_any") or []) | set(exp.get("confirmed") or [])
         for cid in confirmed:
-            if cid != top and cid not in (exp.get("top_any") or []):
+            if cid != top and cid not in expected_too:
                 rows.setdefault(cid, AccuracyRow(cid, 0, 0, 0, 0)).confirmed_elsewhere += 1
         nc = exp.get("not_confirmed")
         if nc == "all":

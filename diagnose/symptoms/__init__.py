@@ -86,4 +86,5 @@ FINDING_SYMPTOMS: dict[str, str] = {
     "qp_modify_error": "init_failure",
     "pkey_index_rejected": "init_failure",
     "nccl_ib_sm_events": "connection_error",
+    "qp_rtr_timeout": "connection_error",
 }
