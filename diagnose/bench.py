@@ -203,3 +203,184 @@ def bench_accuracy(root: Path) -> AccuracyBench:
                 res.negatives_wrong.append(f"{rel}: {', '.join(wrong)}")
     res.rows = [rows[k] for k in sorted(rows)]
     return res
+
+
+# ------------------------------------------------------------------------------------------------
+# issue: simulator sweep and scale (the simulator supports a subset of the cause ids)
+CAUSE_TO_FAULT = {
+    "link.bad_cable": "bad_cable",
+    "link.port_down": "port_down",
+    "link.degraded": "degraded",
+    "link.flapping": "flapping",
+    "fabric.congestion": "congestion",
+    "gpu.xid_error": "gpu_xid",
+}
+
+
+def _truth_location(truth: dict[str, object]) -> tuple[set[str], set[str]]:
+    """Names that count as the exact location of an injected fault: 'host/device' or 'switch/Pport' ends."""
+    ends: set[str] = set()
+    hosts: set[str] = set()
+    loc = truth.get("location") or {}
+    peer = truth.get("peer") or {}
+    for d in (loc, peer):
+        if not isinstance(d, dict):
+            continue
+        if d.get("host"):
+            hosts.add(str(d["host"]))
+            if d.get("device"):
+                ends.add(f"{d['host']}/{d['device']}")
+        if d.get("switch"):
+            ends.add(f"{d['switch']}/P{d.get('port')}")
+    return ends, hosts
+
+
+def _cause_ends(c: object) -> set[str]:
+    loc = c.location  # type: ignore[attr-defined]
+    ends = set()
+    if loc.host and loc.device:
+        ends.add(f"{loc.host}/{loc.device}")
+    if loc.device and loc.port is not None and not loc.host:
+        ends.add(f"{loc.device}/P{loc.port}")
+    if loc.peer:
+        p = loc.peer
+        ends.add(p.rsplit("/P", 1)[0] if p.count("/") == 2 else p)
+    return ends
+
+
+@dataclass
+class SweepRow:
+    cause: str
+    runs: int = 0
+    top1: int = 0
+    top3: int = 0
+    exact: int = 0
+
+
+def bench_sweep(hosts: int = 64, runs: int = 5, pairs: bool = True, seed: int = 0) -> str:
+    """For each injectable cause: ``runs`` seeded injections at random locations, alone and (optionally)
+    in pairs; top-1, top-3 and exact-location rates, and confirmations on healthy bundles."""
+    import yaml
+
+    from diagnose.catalog.loader import load_catalog
+    from diagnose.pipeline import triage
+    from diagnose.simulate import simulate
+
+    cat = load_catalog()
+    rows = {c: SweepRow(c) for c in CAUSE_TO_FAULT}
+    pair_hits = pair_runs = healthy_conf = 0
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        for k in range(runs):
+            out = simulate(tmp / f"healthy{k}", hosts=hosts, faults=[], seed=seed + k)
+            d = triage([out], catalog=cat)
+            healthy_conf += sum(c.verdict == "confirmed" for c in d.causes)
+            shutil.rmtree(out)
+        for cause, kind in CAUSE_TO_FAULT.items():
+            row = rows[cause]
+            for k in range(runs):
+                out = simulate(tmp / f"{kind}{k}", hosts=hosts, faults=[kind], seed=seed + 100 + k)
+                truth = yaml.safe_load((out / "truth.yaml").read_text())["faults"][0]
+                d = triage([out], catalog=cat)
+                ranked = [c.id for c in d.causes]
+                row.runs += 1
+                row.top1 += ranked[:1] == [cause] and d.causes[0].verdict == "confirmed"
+                row.top3 += cause in ranked[:3]
+                ends, thosts = _truth_location(truth)
+                got = next((c for c in d.causes if c.id == cause), None)
+                if got is not None and ((ends & _cause_ends(got)) or (not ends and got.location.host in thosts)):
+                    row.exact += 1
+                shutil.rmtree(out)
+        if pairs:
+            kinds = list(CAUSE_TO_FAULT.items())
+            for k in range(runs):
+                (c1, f1), (c2, f2) = kinds[k % len(kinds)], kinds[(k + 1 + k // len(kinds)) % len(kinds)]
+                if c1 == c2:
+                    continue
+                out = simulate(tmp / f"pair{k}", hosts=hosts, faults=[f1, f2], seed=seed + 500 + k)
+                d = triage([out], catalog=cat)
+                top3 = [c.id for c in d.causes[:3]]
+                pair_runs += 1
+                pair_hits += c1 in top3 and c2 in top3
+                shutil.rmtree(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def pct(a: int, b: int) -> str:
+        return f"{100.0 * a / b:.0f}%" if b else "-"
+
+    lines = [f"{'cause':22} {'runs':>4} {'top1':>6} {'top3':>6} {'exact loc':>9}"]
+    tot = SweepRow("all")
+    for r in rows.values():
+        lines.append(f"{r.cause:22} {r.runs:>4} {pct(r.top1, r.runs):>6} {pct(r.top3, r.runs):>6} {pct(r.exact, r.runs):>9}")
+        tot.runs += r.runs
+        tot.top1 += r.top1
+        tot.top3 += r.top3
+        tot.exact += r.exact
+    lines.append(f"{'single faults':22} {tot.runs:>4} {pct(tot.top1, tot.runs):>6} {pct(tot.top3, tot.runs):>6} "
+                 f"{pct(tot.exact, tot.runs):>9}")
+    lines.append(f"pairs: both in top 3 in {pair_hits}/{pair_runs} ({pct(pair_hits, pair_runs)})")
+    lines.append(f"healthy bundles: {healthy_conf} confirmed cause(s) in {runs} runs")
+    return "\n".join(lines)
+
+
+@dataclass
+class ScaleRow:
+    hosts: int
+    files_mib: float
+    wall_s: float
+    floor_s: float
+    peak_rss_mib: float
+    ports: int
+
+
+def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0) -> str:
+    """Triage wall time, peak memory and the ratio to the parse floor on simulated fabrics.
+
+    Each size runs in a fresh process so peak memory is its own.
+    """
+    import json
+    import subprocess
+    import sys
+
+    rows: list[ScaleRow] = []
+    for n in sizes:
+        code = (
+            "import json,resource,time,tempfile,pathlib\n"
+            "from diagnose.simulate import simulate\n"
+            "from diagnose.bench import parse_floor_tree\n"
+            "from diagnose.pipeline import triage\n"
+            f"d=pathlib.Path(tempfile.mkdtemp())/'b'; simulate(d, hosts={n}, faults=['bad_cable'], seed={seed})\n"
+            "size=sum(p.stat().st_size for p in d.rglob('*') if p.is_file())\n"
+            "floor=parse_floor_tree(d)\n"
+            "t=time.perf_counter(); r=triage([d]); wall=time.perf_counter()-t\n"
+            "import shutil; shutil.rmtree(d.parent)\n"
+            "print(json.dumps({'size':size,'wall':wall,'floor':floor,"
+            "'rss':resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024}))\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        m = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append(ScaleRow(n, m["size"] / 1048576, m["wall"], m["floor"], m["rss"], n * 8))
+    lines = [f"{'hosts':>6} {'GPUs':>6} {'bundle MiB':>10} {'triage s':>9} {'floor s':>8} {'x floor':>8} {'peak MiB':>9}"]
+    for r in rows:
+        lines.append(f"{r.hosts:>6} {r.hosts * 8:>6} {r.files_mib:>10.0f} {r.wall_s:>9.1f} {r.floor_s:>8.1f} "
+                     f"{r.wall_s / max(r.floor_s, 1e-9):>8.1f} {r.peak_rss_mib:>9.0f}")
+    if len(rows) >= 2:
+        a, b = rows[-2], rows[-1]
+        lines.append(f"growth {a.hosts}->{b.hosts} hosts: x{b.wall_s / max(a.wall_s, 1e-9):.2f} time "
+                     f"for x{b.hosts / a.hosts:.0f} hosts")
+    return "\n".join(lines)
+
+
+def parse_floor_tree(root: Path) -> float:
+    """Time to read and split every line of every file under ``root`` (the parse floor)."""
+    t = time.perf_counter()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            with open(p, "rb") as fh:
+                while True:
+                    block = fh.read(8 * 1024 * 1024)
+                    if not block:
+                        break
+                    block.decode("utf-8", errors="replace").split("\n")
+    return time.perf_counter() - t

@@ -266,3 +266,17 @@ def test_same_arguments_same_bytes(tmp_path):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     c = simulate(tmp_path / "c", **{**kw, "seed": 22})
     assert (a / "fabric/perfquery_1.txt").read_bytes() != (c / "fabric/perfquery_1.txt").read_bytes()
+
+
+def test_simulate_command_and_unknown_cause(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "simulate", "--out", str(tmp_path / "b"),
+                        "--hosts", "16", "--fault", "link.bad_cable@gpu-a002/mlx5_1", "--seed", "2"],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "b" / "truth.yaml").is_file()
+    r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "simulate", "--out", str(tmp_path / "c"),
+                        "--fault", "fabric.qos_misconfig"], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "cannot inject" in r.stderr

@@ -326,6 +326,58 @@ def bench_accuracy_cmd(
     typer.echo(res.table())
 
 
+@bench_app.command("sweep")
+def bench_sweep_cmd(
+    hosts: Annotated[int, typer.Option(help="Hosts in the simulated fabric.")] = 64,
+    runs: Annotated[int, typer.Option(help="Seeded injections per cause.")] = 5,
+    seed: Annotated[int, typer.Option(help="First seed.")] = 0,
+) -> None:
+    """Accuracy sweep on simulated faults: top-1, top-3, exact location, pairs, healthy confirmations."""
+    from diagnose.bench import bench_sweep
+
+    with err.status("simulating and triaging"):
+        typer.echo(bench_sweep(hosts, runs, True, seed))
+
+
+@bench_app.command("scale")
+def bench_scale_cmd(
+    hosts: Annotated[list[int], typer.Option("--hosts", help="Fabric sizes in hosts (8 GPUs each).")] = [512, 1024, 2048, 4096],  # noqa: B006
+) -> None:
+    """Triage wall time, peak memory and ratio to the parse floor on simulated fabrics."""
+    from diagnose.bench import bench_scale
+
+    with err.status("simulating fabrics and triaging them"):
+        typer.echo(bench_scale(tuple(hosts)))
+
+
+@app.command()
+def simulate(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the bundle into.")],
+    hosts: Annotated[int, typer.Option(help="Hosts in the rail-optimized fat tree.")] = 64,
+    gpus_per_host: Annotated[int, typer.Option(help="GPUs (and HCAs) per host.")] = 8,
+    fault: Annotated[list[str] | None, typer.Option(
+        "--fault", help="CAUSE[@location], e.g. link.bad_cable@gpu-a003/mlx5_2 or link.port_down; repeatable.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed: the same arguments write the same bytes.")] = 0,
+) -> None:
+    """Write a bundle in the real tools' formats for a simulated fabric with injected faults."""
+    from diagnose.bench import CAUSE_TO_FAULT
+    from diagnose.simulate import Fault
+    from diagnose.simulate import simulate as run_sim
+
+    faults = []
+    for spec in fault or []:
+        cause, _, where = spec.partition("@")
+        kind = CAUSE_TO_FAULT.get(cause)
+        if kind is None:
+            _fail(f"cannot inject '{cause}': the simulator knows {', '.join(sorted(CAUSE_TO_FAULT))}")
+            return
+        faults.append(Fault(kind, where or None))
+    if hosts < 2 or gpus_per_host < 1:
+        _fail("--hosts must be at least 2 and --gpus-per-host at least 1")
+    path = run_sim(out, hosts=hosts, faults=faults, seed=seed, hcas_per_host=gpus_per_host)
+    err.print(f"wrote {path} (truth in {path / 'truth.yaml'})")
+
+
 def main() -> None:
     configure("console", "warning")  # until the root callback applies --log-format/--log-level
     try:
