@@ -61,6 +61,7 @@ _HDR_RE = re.compile(
     r"\s*(?:\((?P<caps>[^)]*)\))?\s*$"
 )
 _LID_RE = re.compile(r"\bLid\s+(?P<lid>\d+)\b")
+_FAST_COUNTER_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*):\.+(\d+)\s*$")
 _COUNTER_RE = re.compile(r"^\s*(?P<name>[A-Za-z][A-Za-z0-9]*):\.*(?P<val>\S*)\s*$")
 _GUID_ARG_RE = re.compile(r"(?:^|\s)(?:-G|--Guid)(?:\s+|=)(?P<guid>0x[0-9A-Fa-f]{1,16}|[0-9A-Fa-f]{16})\b")
 
@@ -159,7 +160,25 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             max_lines[attr] = max(max_lines.get(attr, 0), block.counter_lines)
         block = None
 
+    canon_cache: dict[str, str | None] = {}
     for n, line in iter_lines(text):
+        if block is not None:
+            # fast path: inside a block almost every line is `Name:.....value`
+            fm = _FAST_COUNTER_RE.match(line)
+            if fm is not None:
+                name = fm.group(1)
+                block.counter_lines += 1
+                canon = canon_cache.get(name, "")
+                if canon == "":
+                    canon = canon_cache[name] = canonical_counter(name)
+                last_line_bad = None
+                if canon is not None:
+                    records.append(PortCounter(
+                        source=source, line=n, text=clip(line), host=cur_host, lid=block.key[1],
+                        guid=block.key[3], port=block.key[2], counter=canon, value=int(fm.group(2)),
+                        extended=block.extended, snapshot=block.snapshot, timestamp=block.timestamp,
+                    ))
+                continue
         stripped = line.strip()
         if not stripped:
             continue
