@@ -318,7 +318,9 @@ def compute_counters(sc: Scenario) -> dict[End, PortCounters]:
                 "PortXmitWait": int(T * u[xd] * wait_rate) if st.up else 0,
             })
             if end in congested:
-                delta["PortXmitWait"] = int(T * rng.uniform(3e6, 8e6))
+                # a congested port waits for credits 25-60% of the time; a PortXmitWait tick is the time
+                # to send 8 bytes (the model the congestion extractor uses), 6.25e9 ticks/s at NDR
+                delta["PortXmitWait"] = int(T * rng.uniform(0.25, 0.6) * 6.25e9)
                 base["PortXmitWait"] += int(up_s * rng.uniform(2e4, 2e5))
             out[end] = PortCounters(base, delta)
     _add_errors(sc, out, rng)

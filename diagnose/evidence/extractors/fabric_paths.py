@@ -204,10 +204,17 @@ def uplink_balance(ctx: Context) -> list[Finding]:
             link = ports.loc[key]
             if link["peer_type"] != "SW" or sval(link.get("state")) not in (None, "Active"):
                 continue
+            fab = ctx.fabric
+            peer_guid = sval(link["peer_guid"])
+            if fab is not None and peer_guid in fab.graph:  # operator-facing names: 'spine-03', not the raw NodeDesc
+                peer_name: str | None = fab.name(peer_guid)
+                own = fab.name(str(sw)) if str(sw) in fab.graph else sval(link["description"])
+            else:
+                peer_name, own = sval(link["peer_description"]) or peer_guid, sval(link["description"])
             rows.append({"port": int(port), "xmit": r.get("port_xmit_data"), "rcv": r.get("port_rcv_data"),
-                         "wait": r.get("port_xmit_wait"), "peer": sval(link["peer_description"]) or sval(link["peer_guid"]),
+                         "wait": r.get("port_xmit_wait"), "peer": peer_name,
                          "peer_port": val(link["peer_port"]), "snaps": int(snaps.get(key, 1)),
-                         "desc": sval(link["description"])})
+                         "desc": own})
         up = pd.DataFrame(rows)
         if len(up) < 2 or up["xmit"].isna().all():
             continue
