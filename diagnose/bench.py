@@ -223,14 +223,15 @@ def _truth_location(truth: dict[str, object]) -> tuple[set[str], set[str]]:
     hosts: set[str] = set()
     loc = truth.get("location") or {}
     peer = truth.get("peer") or {}
-    for d in (loc, peer):
+    extra = [p for p in (truth.get("ports") or []) if isinstance(p, dict)]  # congestion: the hot ports
+    for d in (loc, peer, *extra):
         if not isinstance(d, dict):
             continue
         if d.get("host"):
             hosts.add(str(d["host"]))
             if d.get("device"):
                 ends.add(f"{d['host']}/{d['device']}")
-        if d.get("switch"):
+        if d.get("switch") and d.get("port") is not None:
             ends.add(f"{d['switch']}/P{d.get('port')}")
     return ends, hosts
 
