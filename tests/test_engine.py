@@ -102,3 +102,15 @@ def test_engine_imports_no_rule_and_only_rete_imports_durable() -> None:
             assert py.name == "rete.py" and py.parent.name == "engine", py
         if py.parent.name == "engine":
             assert not any("rules" == m.split(".")[0] for m in mods)
+
+
+def test_weak_only_causes_below_the_floor_are_not_listed(catalog) -> None:
+    # a low multi-node busbw alone is weak support for several causes: none of them is listed for it
+    low = _f("busbw_measured#1", "busbw_measured", ratio=0.1, nodes=4, busbw_gbs=40.0)
+    d = infer(catalog, [low], [], {"nccl_tests"}, [])
+    weak_only = {"link.degraded", "nccl.socket_fallback", "fabric.congestion", "fabric.adaptive_routing_off"}
+    assert not weak_only & {c.id for c in d.causes}
+    # the same busbw beside moderate evidence lists the cause
+    gdr = _f("gdr_absent#1", "gdr_absent", hosts=2, channels=32, all_hosts=True)
+    d = infer(catalog, [low, gdr], [], {"nccl_tests", "nccl_log"}, [])
+    assert "host.gdr_unavailable" in {c.id for c in d.causes}

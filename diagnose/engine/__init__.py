@@ -24,6 +24,9 @@ from diagnose.models.diagnosis import (
 log = structlog.get_logger("diagnose.engine")
 
 MAX_EVIDENCE = 12
+# a cause resting on weak clauses only (a low busbw that many causes explain) is listed only once its
+# score says it is worth a look; below this it is noise in a ranking that already has a better answer
+WEAK_ONLY_FLOOR = 0.25
 WEIGHT_RANK = {"strong": 0, "moderate": 1, "weak": 2}
 
 
@@ -92,7 +95,10 @@ def infer(
     for sc in scored:
         spec = sc.spec
         sup = _ordered(sc, sc.supports, list(spec.evidence.supports))
-        if sc.supports and sc.verdict != "ruled_out":
+        weights = {c.id: c.weight for c in spec.evidence.supports}
+        weak_only = all(weights[cid] == "weak" for cid, _ in sc.supports)
+        listed = sc.supports and sc.verdict != "ruled_out" and not (weak_only and sc.score < WEAK_ONLY_FLOOR)
+        if listed:
             summary_parts: list[str] = []
             seen_f: set[str] = set()
             for _cid, fs in sup:
