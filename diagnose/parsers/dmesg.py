@@ -503,22 +503,11 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
         if pending_id is not None:
             flush_identity()
 
-        if _AER_RE.search(body):
+        # AER and IOMMU lines are checked first: drivers (mlx5_core, nvidia) print them under their own prefix
+        if _AER_RE.search(body) or _IOMMU_RE.search(body):
             ev = _kernel_event(body)
             if ev is not None:
-                category, device, message = ev
-                records.append(
-                    KernelEvent(
-                        source=source,
-                        line=line_no,
-                        text=clip(raw),
-                        host=h,
-                        category=category,
-                        device=device,
-                        message=message,
-                        timestamp=ts,
-                    )
-                )
+                records.append(_kernel_record(ev, source, line_no, raw, h, ts))
                 continue
 
         mm = _MLX5_RE.search(body)
@@ -557,21 +546,16 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
 
         ev = _kernel_event(body)
         if ev is not None:
-            category, device, message = ev
-            records.append(
-                KernelEvent(
-                    source=source,
-                    line=line_no,
-                    text=clip(raw),
-                    host=h,
-                    category=category,
-                    device=device,
-                    message=message,
-                    timestamp=ts,
-                )
-            )
+            records.append(_kernel_record(ev, source, line_no, raw, h, ts))
     if pending_id is not None:
         flush_identity()
+
+
+def _kernel_record(ev: tuple[str, str | None, str], source: str, line_no: int, raw: str, host: str | None,
+                   ts: str | None) -> KernelEvent:
+    category, device, message = ev
+    return KernelEvent(source=source, line=line_no, text=clip(raw), host=host, category=category,
+                       device=device, message=message, timestamp=ts)
 
 
 def _kernel_event(body: str) -> tuple[str, str | None, str] | None:
