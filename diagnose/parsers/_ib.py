@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from diagnose.models.records import Record
+from diagnose.models.records import Record, clip
 
 # --------------------------------------------------------------------------------------------- records
 
@@ -300,6 +300,25 @@ _TOOL_ERR_RE = re.compile(
     r"|Invalid port requested for device.*"
     r")$"
 )
+
+
+def shell_line(
+    line: str, n: int, source: str, fmt: str, tools: tuple[str, ...], host: str | None, records: list[Record]
+) -> tuple[str | None, str | None]:
+    """Lines in a capture that are not the tool's output.
+
+    An infiniband-diags/libibverbs error line becomes a :class:`ToolError` in ``records`` (``"error"``); a shell
+    prompt or a command echo of one of ``tools`` is a ``"boundary"`` that ends any open block and may name the
+    host. Returns ``(kind or None, host)``.
+    """
+    err = tool_error(line)
+    if err is not None:
+        records.append(ToolError(source=source, line=n, text=clip(line), host=host, tool=fmt, message=err))
+        return "error", host
+    p = prompt(line)
+    if p is not None or command_line(line, tools) is not None:
+        return "boundary", (p[0] if p is not None and p[0] else host)
+    return None, host
 
 
 def tool_error(line: str) -> str | None:

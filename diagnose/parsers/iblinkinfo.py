@@ -39,7 +39,7 @@ from diagnose.parsers._fabric import (
     parse_link_text,
     parse_remote_text,
 )
-from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
+from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
 
 FORMAT = "iblinkinfo"
 
@@ -124,15 +124,10 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if not line.strip():
             continue
         last_n = n
-        err = tool_error(line)
-        if err is not None:
-            out.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
-            continue
-        p = prompt(line)
-        if p is not None or command_line(line, _TOOLS) is not None:
-            close_node(False)
-            if p is not None and p[0]:
-                cur_host = p[0]
+        kind, cur_host = shell_line(line, n, source, FORMAT, _TOOLS, cur_host, out)
+        if kind is not None:
+            if kind == "boundary":
+                close_node(False)
             continue
         m = _HEADER_RE.match(line)
         if m and "==(" not in line:

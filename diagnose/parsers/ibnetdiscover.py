@@ -36,7 +36,7 @@ import re
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import FabricLink, FabricNode, FabricPortState, norm_width, speed_name
-from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
+from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
 
 FORMAT = "ibnetdiscover"
 
@@ -137,15 +137,10 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if not stripped:
             continue
         last_content = (n, line)
-        err = tool_error(line)
-        if err is not None:
-            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
-            continue
-        p = prompt(line)
-        if p is not None or command_line(line, _TOOLS) is not None:
-            node_guid = None
-            if p is not None and p[0]:
-                cur_host = p[0]
+        kind, cur_host = shell_line(line, n, source, FORMAT, _TOOLS, cur_host, records)
+        if kind is not None:
+            if kind == "boundary":
+                node_guid = None
             continue
         m = _PORTS_RE.match(line)
         if m:

@@ -33,16 +33,13 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._ib import (
     IbPort,
-    ToolError,
-    command_line,
     iter_lines,
     norm_guid,
     norm_link_layer,
     norm_phys_state,
     norm_state,
-    prompt,
+    shell_line,
     to_int,
-    tool_error,
 )
 
 FORMAT = "ibstat"
@@ -210,17 +207,10 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     for n, line in iter_lines(text):
         if not line.strip():
             continue
-        err = tool_error(line)
-        if err is not None:
-            records.append(
-                ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err)
-            )
-            continue
-        p = prompt(line)
-        if p is not None or command_line(line, _TOOLS) is not None:
-            close(False)
-            if p is not None and p[0]:
-                cur_host = p[0]
+        kind, cur_host = shell_line(line, n, source, FORMAT, _TOOLS, cur_host, records)
+        if kind is not None:
+            if kind == "boundary":
+                close(False)
             continue
         m = _NODE_RE.match(line)
         if m:

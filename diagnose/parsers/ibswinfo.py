@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import SwitchInfo
-from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
+from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
 
 FORMAT = "ibswinfo"
 
@@ -94,17 +94,12 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     for n, line in iter_lines(text):
         if not line.strip():
             continue
-        err = tool_error(line)
-        if err is not None:
-            records.append(ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err))
-            continue
-        p = prompt(line)
-        if p is not None or command_line(line, _TOOLS) is not None:
-            block += 1
-            seen_rows_in_block = False
-            parent = None
-            if p is not None and p[0]:
-                cur_host = p[0]
+        kind, cur_host = shell_line(line, n, source, FORMAT, _TOOLS, cur_host, records)
+        if kind is not None:
+            if kind == "boundary":
+                block += 1
+                seen_rows_in_block = False
+                parent = None
             continue
         if _RULE_RE.match(line):
             if line.strip().startswith("=") and seen_rows_in_block and not prev_rule:
