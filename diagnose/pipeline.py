@@ -163,7 +163,7 @@ def gather(
             raw.append(finding("extractor_failed", f"Extractor {name} failed: {exc.__class__.__name__}: {exc}",
                                attrs={"extractor": name}))
     for fe in ev.files:
-        if fe.problem and fe.format in ("unreadable", "unknown", "empty") or (fe.problem and fe.records == 0):
+        if fe.problem and (fe.format in ("unreadable", "unknown", "empty") or fe.records == 0):
             raw.append(finding("file_problem", f"{fe.path}: {fe.problem}",
                                evidence=[EvidenceRef(file=fe.path, line=0, text=fe.problem or "", finding="file_problem")]))
     raw.sort(key=lambda f: (f.kind, f.location.label(), [(e.file, e.line) for e in f.evidence[:1]], f.summary))

@@ -61,18 +61,6 @@ def _condition(finding: str, where: dict[str, object], thresholds: dict[str, flo
     return {"$and": terms} if len(terms) > 1 else terms[0]
 
 
-def compile_rules(specs: Iterable[RuleSpec], thresholds: dict[str, dict[str, float]]) -> dict[str, dict[str, object]]:
-    """durable-rules JSON definition: rule name ``<cause>|<clause>`` -> condition."""
-    out: dict[str, dict[str, object]] = {}
-    for spec in specs:
-        th = thresholds.get(spec.id, {})
-        clauses: list[Clause | ExpectClause] = [*spec.evidence.supports, *spec.evidence.against,
-                                                *spec.evidence.expects]
-        for c in clauses:
-            out[f"{spec.id}|{c.id}"] = {"all": [{"m": _condition(c.finding, dict(c.where), th)}]}
-    return out
-
-
 def _num(v: object) -> object:
     """durable-rules' JSON reader does not parse exponents (1e-14): keep floats in plain decimal range."""
     if isinstance(v, float) and not isinstance(v, bool):
