@@ -1,0 +1,1 @@
+"""The incident service: hooks in, diagnoses stored and posted back."""

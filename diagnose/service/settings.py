@@ -1,0 +1,88 @@
+"""Service configuration from the environment (``DIAGNOSE_*``) and an optional env file.
+
+The env file is ``$DIAGNOSE_CONFIG`` when set, else ``diagnose.env`` in the working directory when present.
+Secrets are :class:`pydantic.SecretStr`: they never appear in ``repr``, logs or ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _env_file() -> str | None:
+    explicit = os.environ.get("DIAGNOSE_CONFIG")
+    if explicit:
+        return explicit
+    return "diagnose.env" if Path("diagnose.env").is_file() else None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DIAGNOSE_", extra="ignore", env_file_encoding="utf-8")
+
+    # storage
+    data_dir: Path = Field(Path("diagnose-data"), description="Folder for the default SQLite store and incident evidence.")
+    store: str | None = Field(None, description="Database URL: sqlite:///path.db or postgresql://... ; default SQLite in data_dir.")
+    bundles: Path | None = Field(None, description="Bundle store: $DIAGNOSE_BUNDLES/<job-or-host>/...; default data_dir/bundles.")
+    topology: Path | None = Field(None, description="A topology file (ibnetdiscover / iblinkinfo / ibdiagnet) used to group alert storms.")
+
+    # inbound authentication: one secret per signed source
+    alertmanager_token: SecretStr | None = None
+    pagerduty_secrets: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="Comma-separated: several during a secret rotation.")
+    jira_secret: SecretStr | None = None
+    github_secret: SecretStr | None = None
+    generic_secret: SecretStr | None = None
+    generic_mapping: dict[str, str] = Field(
+        default_factory=dict, description="JSON: Incident field -> dotted path in the payload (generic hook).")
+    slack_signing_secret: SecretStr | None = Field(None, validation_alias="SLACK_SIGNING_SECRET")
+    slack_bot_token: SecretStr | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
+    slack_app_token: SecretStr | None = Field(None, validation_alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field("https://slack.com/api/", description="Slack Web API base (tests point it at a stand-in).")
+    teams_secret: SecretStr | None = Field(None, description="Base64 HMAC key of the Teams outgoing webhook.")
+    mattermost_token: SecretStr | None = None
+    max_request_age_s: int = Field(300, description="Signed requests older than this are stale (401).")
+
+    # evidence
+    prometheus_url: str | None = None
+    prometheus_step_s: int = 30
+
+    # results posted back
+    jira_url: str | None = None
+    jira_user: str | None = None
+    jira_token: SecretStr | None = None
+    pagerduty_token: SecretStr | None = None
+    pagerduty_from: str | None = Field(None, description="Email of the PagerDuty user notes are posted as.")
+    pagerduty_api_url: str = "https://api.pagerduty.com"
+    post_url: str | None = Field(None, description="Generic URL that receives every finished diagnosis as JSON.")
+
+    # request handling and the worker
+    max_body_bytes: int = 1_048_576
+    group_window_s: int = 300
+    worker_threads: int = 1
+    max_attempts: int = 5
+    backoff_base_s: float = 2.0
+    backoff_max_s: float = 300.0
+    lease_s: int = 600
+
+    @field_validator("pagerduty_secrets", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [s.strip() for s in v.split(",") if s.strip()]
+        return v
+
+    def store_url(self) -> str:
+        return self.store or f"sqlite:///{(self.data_dir / 'diagnose.db').as_posix()}"
+
+    def bundle_root(self) -> Path:
+        return self.bundles or (self.data_dir / "bundles")
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment and env file; keyword overrides (CLI flags, tests) win."""
+    return Settings(_env_file=_env_file(), **overrides)  # type: ignore[call-arg]
