@@ -11,14 +11,14 @@ import structlog
 
 from diagnose import parsers
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
-from diagnose.bundle.loader import iter_text_chunks, read_capped
+from diagnose.bundle.loader import iter_text_chunks, read_capped, read_whole
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import all_extractors
 from diagnose.evidence.frames import build_frames
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
-from diagnose.models.records import Record
+from diagnose.models.records import ColumnBatch, Record
 from diagnose.parsers.base import SNIFF_THRESHOLD
 from diagnose.symptoms import FINDING_SYMPTOMS, from_text, text_records
 
@@ -86,10 +86,31 @@ def _run_parser(mod: ModuleType, text: str, bf: BundleFile, ev: Evidence, proble
         # in place (dataclasses.replace would copy every record)
         for r in res.records:
             object.__setattr__(r, "line", r.line + offset)
+            if isinstance(r, ColumnBatch):
+                r.shift_lines(offset)
     ev.records.extend(res.records)
     problems.extend(p for p in res.problems if not (offset and p.startswith("truncated")))
     ev.formats.add(mod.FORMAT)
-    return len(res.records)
+    return _rows(res.records)
+
+
+def _run_bulk(mod: ModuleType, data: bytes, bf: BundleFile, ev: Evidence, problems: list[str]) -> int:
+    """A bulk parser on the whole file's bytes (large counter dumps)."""
+    try:
+        res = mod.parse_bytes_bulk(data, bf.path, bf.host_hint)
+    except Exception as exc:  # noqa: BLE001 - one parser bug never hides the other files
+        log.warning("parser_failed", file=bf.path, format=mod.FORMAT, error=repr(exc))
+        problems.append(f"{mod.FORMAT} parser failed: {exc.__class__.__name__}: {exc}")
+        return 0
+    ev.records.extend(res.records)
+    problems.extend(res.problems)
+    ev.formats.add(mod.FORMAT)
+    return _rows(res.records)
+
+
+def _rows(records: list[Record]) -> int:
+    """Records a file gave, counting every row of a columnar batch."""
+    return sum(len(r.columns["line"]) if isinstance(r, ColumnBatch) else 1 for r in records)  # type: ignore[arg-type]
 
 
 def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None) -> None:
@@ -115,8 +136,18 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
     else:
         # a large file: line-oriented formats are parsed chunk by chunk (memory bounded by the chunk size),
         # the others see the head and tail of the file
-        streamed = [m for m in mods if getattr(m, "STREAMABLE", False)]
-        capped = [m for m in mods if not getattr(m, "STREAMABLE", False)]
+        bulk = [m for m in mods if hasattr(m, "parse_bytes_bulk")]
+        if bulk:
+            data = read_whole(bf.stream, limits)
+            if data is None:
+                problems.append(f"larger than {limits.max_bulk_bytes // 1048576} MiB: read in part")
+                bulk = []
+            else:
+                for mod in bulk:
+                    n += _run_bulk(mod, data, bf, ev, problems)
+                del data
+        streamed = [m for m in mods if getattr(m, "STREAMABLE", False) and m not in bulk]
+        capped = [m for m in mods if not getattr(m, "STREAMABLE", False) and m not in bulk]
         if streamed:
             done = 0
             for first_line, chunk in iter_text_chunks(bf.stream, limits, problems):

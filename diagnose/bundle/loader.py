@@ -35,6 +35,7 @@ class LoadLimits:
     head_bytes: int = 256 * 1024  # what sniffing sees of a streamed file
     max_archive_members: int = 100_000
     max_archive_bytes: int = 4 * 1024 * 1024 * 1024
+    max_bulk_bytes: int = 2 * 1024 * 1024 * 1024  # bulk counter dumps are read whole up to this size
 
 
 @dataclass
@@ -104,6 +105,26 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
         yield line_no, _decode(carry, limits, [])
     if cut:
         problems.append(f"{cut} line(s) longer than {limits.max_line_chars} characters were cut")
+
+
+def read_whole(src: StreamSource, limits: LoadLimits) -> bytes | None:
+    """All of a large file's bytes, for the columnar parsers of bulk dumps (a counter block must stay with its
+    header, so they are not cut into chunks); None when the file is larger than ``max_bulk_bytes``."""
+    if not src.gz and src.size > limits.max_bulk_bytes:
+        return None
+    opener = gzip.open if src.gz else open
+    parts: list[bytes] = []
+    total = 0
+    with opener(src.path, "rb") as fh:  # type: ignore[operator]
+        while True:
+            block = fh.read(limits.chunk_bytes)
+            if not block:
+                break
+            total += len(block)
+            if total > limits.max_bulk_bytes:
+                return None
+            parts.append(block)
+    return b"".join(parts)
 
 
 def read_capped(src: StreamSource, limits: LoadLimits) -> tuple[str, list[str]]:

@@ -11,6 +11,7 @@ from diagnose.evidence.frames import message_frame
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 if TYPE_CHECKING:
+    from diagnose.evidence.counters import CounterTable
     from diagnose.topology import Fabric
 
 MAX_REFS = 8
@@ -24,6 +25,7 @@ class Context:
     _messages: pd.DataFrame | None = None
     _fabric: object = None
     _fabric_built: bool = False
+    _counters: object = None
 
     def frame(self, name: str) -> pd.DataFrame:
         df = self.frames.get(name)
@@ -42,6 +44,15 @@ class Context:
             self._fabric = build_fabric(self.frames)
             self._fabric_built = True
         return self._fabric  # type: ignore[return-value]
+
+    @property
+    def counters(self) -> CounterTable:
+        """Port-counter series of every counter source, built once per run (see evidence/counters.py)."""
+        if self._counters is None:
+            from diagnose.evidence.counters import build_counter_table
+
+            self._counters = build_counter_table(self.frames)
+        return self._counters  # type: ignore[return-value]
 
     @property
     def messages(self) -> pd.DataFrame:

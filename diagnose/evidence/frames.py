@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pandas as pd
 
-from diagnose.models.records import Record
+from diagnose.models.records import ColumnBatch, Record
 
 _FIELD_CACHE: dict[type, tuple[str, ...]] = {}
 
@@ -23,13 +23,23 @@ def _fields(cls: type) -> tuple[str, ...]:
 
 def build_frames(records: list[Record]) -> dict[str, pd.DataFrame]:
     groups: dict[type, list[Record]] = defaultdict(list)
+    batches: dict[str, list[pd.DataFrame]] = defaultdict(list)
     for r in records:
-        groups[type(r)].append(r)
+        if type(r) is ColumnBatch:
+            df = pd.DataFrame(r.columns)
+            df["_lines"] = pd.Series([r.lines] * len(df), dtype=object)  # resolves the text of any line cited
+            batches[r.table].append(df)
+        else:
+            groups[type(r)].append(r)
     frames: dict[str, pd.DataFrame] = {}
     for cls, recs in groups.items():
         cols = _fields(cls)
         getter = operator.attrgetter(*cols)  # one C call per record instead of one getattr per field
         frames[cls.__name__] = pd.DataFrame.from_records(list(map(getter, recs)), columns=list(cols))
+    for table, dfs in sorted(batches.items()):
+        # a table of bulk rows: the batches of every file, plus records of the same type from small files
+        parts = dfs + ([frames[table]] if table in frames else [])
+        frames[table] = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     return frames
 
 

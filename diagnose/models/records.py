@@ -36,3 +36,45 @@ class ParseResult:
     format: str
     records: list[Record] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+
+class LineIndex:
+    """The raw lines of one bulk file, kept as bytes plus line offsets, so that the text of any line can be
+    cited later without building a Python string for each of millions of lines up front."""
+
+    __slots__ = ("data", "starts", "ends", "first_line")
+
+    def __init__(self, data: bytes, starts: object, ends: object, first_line: int = 1) -> None:
+        self.data = data
+        self.starts = starts  # numpy int64 arrays: byte offsets of each line's start and end (exclusive)
+        self.ends = ends
+        self.first_line = first_line
+
+    def text(self, line: int) -> str:
+        i = int(line) - self.first_line
+        if i < 0 or i >= len(self.starts):  # type: ignore[arg-type]
+            return ""
+        raw = self.data[int(self.starts[i]):int(self.ends[i])]  # type: ignore[index]
+        return clip(raw.decode("utf-8", errors="replace"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ColumnBatch(Record):
+    """Many rows of one table held as columns (numpy arrays of equal length): what a bulk parser returns
+    instead of one record per line. ``build_frames`` turns the batches of one ``table`` into that frame.
+
+    ``line_columns`` name the columns holding 1-based line numbers (shifted when a file is parsed in chunks);
+    ``lines`` resolves the text of those lines for evidence.
+    """
+
+    table: str
+    columns: dict[str, object]
+    line_columns: tuple[str, ...] = ()
+    lines: LineIndex | None = None
+
+    def shift_lines(self, offset: int) -> None:
+        for name in self.line_columns:
+            col = self.columns[name]
+            col[col > 0] += offset  # type: ignore[index,operator]  # in place; 0 marks "no such line"
+        if self.lines is not None:
+            self.lines.first_line += offset

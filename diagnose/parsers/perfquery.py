@@ -27,8 +27,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
+
 from diagnose.models.counters import canonical_counter
-from diagnose.models.records import ParseResult, Record, clip
+from diagnose.models.records import ColumnBatch, LineIndex, ParseResult, Record, clip
 from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
 
 FORMAT = "perfquery"
@@ -126,10 +129,298 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     records: list[Record] = []
     problems: list[str] = []
     try:
-        _parse(text, source, host, records, problems)
+        if len(text) < BULK_MIN_CHARS or not _parse_bulk(text.encode("utf-8", errors="surrogatepass"), source, host,
+                                                         records, problems):
+            _parse(text, source, host, records, problems)
     except Exception as exc:
         problems.append(f"parser error: {type(exc).__name__}: {exc}")
     return ParseResult(format=FORMAT, records=records, problems=problems)
+
+
+def parse_bytes_bulk(data: bytes, source: str, host: str | None = None) -> ParseResult:
+    """The whole file as bytes (large dumps: never cut into chunks, a block must stay with its header)."""
+    records: list[Record] = []
+    problems: list[str] = []
+    try:
+        if not _parse_bulk(data, source, host, records, problems):
+            _parse(data.decode("utf-8", errors="replace"), source, host, records, problems)
+    except Exception as exc:
+        problems.append(f"parser error: {type(exc).__name__}: {exc}")
+    return ParseResult(format=FORMAT, records=records, problems=problems)
+
+
+# ------------------------------------------------------------------------------------------- bulk (columnar)
+#
+# A fabric-wide dump holds millions of `Name:.....value` lines (26 per port, two snapshots of every port of
+# the fabric). Building one Python object per line costs more than everything else the triage does, so the
+# counter lines are decoded with numpy over the raw bytes: where each line starts and ends, the first colon,
+# the counter name (identified by a few of its bytes, checked twice), the trailing digits as the value. Only
+# the few other lines (headers, prompts, dates, errors: about two per port) go through the Python state
+# machine below, which is the same as the line-by-line parser's. The result is one row per counter block
+# (one port, one snapshot) with a value and a line-number column per counter: the ``PortCounterWide`` frame.
+
+BULK_MIN_CHARS = 1 << 20  # smaller captures give one PortCounter record per value (the line parser)
+_MAX_NAME = 40
+_MAX_DIGITS = 20
+_POW10 = np.array([10 ** i for i in range(_MAX_DIGITS)], dtype=np.uint64)
+
+
+def _name_keys(a: np.ndarray, starts: np.ndarray, nlen: np.ndarray, picks: tuple[int, ...]) -> np.ndarray:
+    """A 64-bit key from the name's length and bytes at a few positions (negative: from the end)."""
+    key = nlen.astype(np.uint64) << np.uint64(56)
+    n = len(a)
+    for shift, j in zip((48, 40, 32, 24, 16, 8, 0), picks, strict=True):
+        pos = starts + j if j >= 0 else starts + nlen + j
+        ok = (pos >= starts) & (pos < starts + nlen)
+        b = np.where(ok, a[np.clip(pos, 0, n - 1)], 0).astype(np.uint64)
+        key |= b << np.uint64(shift)
+    return key
+
+
+def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record], problems: list[str]) -> bool:
+    """Columnar parse; False when the input is not a plain perfquery dump (the line parser then runs)."""
+    if b"\x1b" in data or len(data) < 2:
+        return False
+    a = np.frombuffer(data, dtype=np.uint8)
+    n = len(a)
+    nl = np.flatnonzero(a == 10)
+    starts = np.empty(len(nl) + 1, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = nl + 1
+    ends = np.empty_like(starts)
+    ends[:-1] = nl
+    ends[-1] = n
+    ends -= (ends > starts) & (a[np.clip(ends - 1, 0, n - 1)] == 13)
+    length = ends - starts
+    first = np.where(length > 0, a[np.clip(starts, 0, n - 1)], 0)
+    # the first colon of every line
+    cp = np.flatnonzero(a == 58)
+    colon = np.full(len(starts), -1, dtype=np.int64)
+    if len(cp):
+        li = np.searchsorted(starts, cp, side="right") - 1
+        first_of_line = np.ones(len(li), dtype=bool)
+        first_of_line[1:] = li[1:] != li[:-1]
+        colon[li[first_of_line]] = cp[first_of_line]
+    kv = (first >= 65) & (first <= 90) & (colon > 0)
+    kv &= (colon + 1 < ends) & (a[np.clip(colon + 1, 0, n - 1)] == 46)  # `Name:.` : the dotted padding
+    kv_idx = np.flatnonzero(kv)
+    c = colon[kv_idx]
+    st = starts[kv_idx]
+    en = ends[kv_idx]
+    nlen = c - st
+    # trailing digits: the value
+    val = np.zeros(len(kv_idx), dtype=np.uint64)
+    ndig = np.zeros(len(kv_idx), dtype=np.int64)
+    alive = np.ones(len(kv_idx), dtype=bool)
+    for j in range(1, _MAX_DIGITS + 1):
+        pos = en - j
+        b = a[np.clip(pos, 0, n - 1)]
+        alive &= (pos > c) & (b >= 48) & (b <= 57)
+        if not alive.any():
+            break
+        ndig += alive
+        val += np.where(alive, (b.astype(np.uint64) - np.uint64(48)) * _POW10[j - 1], np.uint64(0))
+    before = a[np.clip(en - ndig - 1, 0, n - 1)]
+    named = (nlen >= 1) & (nlen <= _MAX_NAME)
+    numeric = (ndig > 0) & (before == 46) & named
+    if (numeric & (ndig >= 19) & (val >= np.uint64(1 << 63))).any():
+        return False  # beyond int64: let the line parser keep them exact
+    # counter names, identified by a 64-bit key of a few bytes and checked against a second key
+    nm_idx = kv_idx[named]
+    key1 = _name_keys(a, st[named], nlen[named], (0, 1, 4, 8, -1, -2, -5))
+    key2 = _name_keys(a, st[named], nlen[named], (2, 3, 6, 12, 16, -3, -9))
+    inv, uniq = pd.factorize(key1)
+    if len(uniq) > 512:
+        return False  # not a counter dump's small vocabulary
+    first_pos = np.empty(len(uniq), dtype=np.int64)
+    first_pos[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)
+    if not np.array_equal(key2, key2[first_pos[inv]]):
+        return False  # two names share a key: do not guess
+    names = [data[int(starts[i]):int(colon[i])].decode("ascii", errors="replace") for i in nm_idx[first_pos]]
+    if not all(nm.isalnum() for nm in names):
+        return False
+    canon = [canonical_counter(nm) for nm in names]
+    vocab = sorted({cn for cn in canon if cn is not None})
+    code = np.array([-1 if cn is None else vocab.index(cn) for cn in canon], dtype=np.int64)
+    ccode_named = code[inv]
+    num_named = numeric[named]
+    # plain lines: numeric counter lines, and non-numeric lines of names outside the vocabulary
+    # (CounterSelect:....0x0000): both only count towards their block's length
+    plain_named = num_named | (ccode_named < 0)
+    plain_idx = nm_idx[plain_named]
+    num_idx = nm_idx[num_named]
+    ccode = ccode_named[num_named]
+    val = val[named][num_named]
+    special = np.ones(len(starts), dtype=bool)
+    special[plain_idx] = False
+    special &= length > 0
+    sp_idx = np.flatnonzero(special)
+    if len(sp_idx) > max(64, len(starts) // 4):
+        return False  # a mixed capture rather than a dump: the line parser is the right tool
+    state = _Machine(source, host, problems, records)
+    for i in sp_idx:
+        raw = data[int(starts[i]):int(ends[i])].decode("utf-8", errors="replace")
+        state.line(int(i) + 1, raw)
+    if not state.blocks:
+        return False
+    # counter lines -> the block open at that line
+    closers = np.array(state.closer_lines, dtype=np.int64)
+    closer_block = np.array(state.closer_block, dtype=np.int64)
+
+    def block_of(line_numbers: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(closers, line_numbers, side="right") - 1
+        return np.where(pos >= 0, closer_block[np.clip(pos, 0, max(len(closer_block) - 1, 0))], -1)
+
+    lines1 = num_idx + 1
+    blk = block_of(lines1)
+    plain_blk = block_of(plain_idx + 1)
+    orphan = (blk < 0) & (ccode >= 0)
+    if orphan.any():
+        problems.append(f"line {int(lines1[orphan][0])}: counter line before any perfquery header "
+                        "(header missing or cut off)")
+    nb = len(state.blocks)
+    counts = np.bincount(plain_blk[plain_blk >= 0], minlength=nb) + np.array([b.counter_lines for b in state.blocks])
+    keep = (blk >= 0) & (ccode >= 0)
+    vals = np.full((nb, len(vocab)), -1, dtype=np.int64)
+    lns = np.zeros((nb, len(vocab)), dtype=np.int64)
+    vals[blk[keep], ccode[keep]] = val[keep].astype(np.int64)
+    lns[blk[keep], ccode[keep]] = lines1[keep]
+    last_num = int(lines1[-1]) if len(lines1) else 0
+    state.finish(counts, last_num)
+    bl = state.blocks
+    columns: dict[str, object] = {
+        "source": np.full(nb, source, dtype=object),
+        "line": np.array([b.line for b in bl], dtype=np.int64),
+        "host": np.array([b.host for b in bl], dtype=object),
+        "lid": np.array([b.key[1] for b in bl], dtype=object),
+        "guid": np.array([b.key[3] for b in bl], dtype=object),
+        "port": np.array([b.key[2] for b in bl], dtype=object),
+        "extended": np.array([b.extended for b in bl], dtype=bool),
+        "snapshot": np.array([b.snapshot for b in bl], dtype=np.int64),
+        "timestamp": np.array([b.timestamp for b in bl], dtype=object),
+    }
+    for k, cn in enumerate(vocab):
+        columns[f"v:{cn}"] = vals[:, k]
+        columns[f"l:{cn}"] = lns[:, k]
+    records.append(ColumnBatch(
+        source=source, line=int(bl[0].line), text="", host=host, table="PortCounterWide", columns=columns,
+        line_columns=("line", *(f"l:{cn}" for cn in vocab)), lines=LineIndex(data, starts, ends),
+    ))
+    return True
+
+
+class _Machine:
+    """The line parser's state machine, fed only the lines that are not plain counter lines."""
+
+    def __init__(self, source: str, host: str | None, problems: list[str], records: list[Record]) -> None:
+        self.source, self.host, self.problems, self.records = source, host, problems, records
+        self.guid: str | None = None
+        self.timestamp: str | None = None
+        self.seen: dict[tuple[str, int | None, int | None, str | None], int] = {}
+        self.blocks: list[_BulkBlock] = []
+        self.cur: _BulkBlock | None = None
+        self.closer_lines: list[int] = []
+        self.closer_block: list[int] = []
+        self.last_bad: tuple[int, str] | None = None
+
+    def _close(self, n: int, block: int = -1) -> None:
+        self.closer_lines.append(n)
+        self.closer_block.append(block)
+        self.cur = self.blocks[block] if block >= 0 else None
+
+    def line(self, n: int, line: str) -> None:
+        stripped = line.strip()
+        if not stripped:
+            return
+        self.last_bad = None
+        lead = stripped[0]
+        if lead == "$" and stripped.startswith("$ perfquery "):  # the usual `$ perfquery -x -G <guid> <port>` echo
+            self._close(n)
+            gm = _GUID_ARG_RE.search(stripped)
+            self.guid = norm_guid(gm.group("guid")) if gm else None
+            return
+        err = tool_error(line) if lead not in "#$" else None
+        if err is not None:
+            self.records.append(ToolError(source=self.source, line=n, text=clip(line), host=self.host, tool=FORMAT,
+                                          message=err))
+            return
+        m = _HDR_RE.match(line) if lead == "#" else None
+        if m:
+            attr = m.group("attr")
+            lm = _LID_RE.search(m.group("portid"))
+            lid = int(lm.group("lid")) if lm else None
+            port_num = int(m.group("port"))
+            port = None if port_num == ALL_PORTS else port_num
+            key = (attr, lid, port, self.guid)
+            snap = self.seen.get(key, 0)
+            self.seen[key] = snap + 1
+            self.blocks.append(_BulkBlock(
+                key=key, line=n, label=f"Lid {lid if lid is not None else m.group('portid')} port {port_num}",
+                extended=attr == "Port extended", snapshot=snap, timestamp=self.timestamp, host=self.host))
+            self._close(n, len(self.blocks) - 1)
+            return
+        ts = _timestamp(line)
+        if ts is not None:
+            self._close(n)
+            self.timestamp = ts
+            return
+        p = prompt(line)
+        cmd = p[1] if p is not None else command_line(line, ("perfquery",))
+        if p is not None or cmd is not None:
+            self._close(n)
+            if p is not None and p[0]:
+                self.host = p[0]
+            if cmd and "perfquery" in cmd:
+                gm = _GUID_ARG_RE.search(cmd)
+                self.guid = norm_guid(gm.group("guid")) if gm else None
+            return
+        if stripped.startswith("#"):
+            self._close(n)
+            return
+        m = _COUNTER_RE.match(line)
+        if not m:
+            if self.cur is not None and stripped.startswith(tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")) and ":" not in stripped:
+                self.last_bad = (n, stripped)
+            return
+        name, raw = m.group("name"), m.group("val")
+        if self.cur is None:
+            return  # an orphan counter line: reported with the numeric ones
+        self.cur.counter_lines += 1
+        if canonical_counter(name) is None:
+            return
+        if not raw:
+            self.last_bad = (n, stripped)
+        elif not raw.isdigit():
+            self.problems.append(f"line {n}: unparseable value {raw!r} for {name}")
+
+    def finish(self, counts: np.ndarray, last_numeric_line: int) -> None:
+        """The line parser's truncation check on the last block."""
+        if not self.blocks or self.cur is None or self.cur is not self.blocks[-1]:
+            return
+        last = self.blocks[-1]
+        attr = last.key[0]
+        prev = [int(counts[i]) for i, b in enumerate(self.blocks[:-1]) if b.key[0] == attr]
+        expected = max(prev, default=0)
+        mine = int(counts[-1])
+        if self.last_bad is not None and self.last_bad[0] > last_numeric_line:
+            self.problems.append(f"truncated: block for {last.label} ends early (line {self.last_bad[0]}: "
+                                 f"{self.last_bad[1]!r})")
+        elif mine == 0:
+            self.problems.append(f"truncated: block for {last.label} ends early (no counters)")
+        elif mine < expected:
+            self.problems.append(f"truncated: block for {last.label} ends early ({mine} of {expected} lines)")
+
+
+@dataclass
+class _BulkBlock:
+    key: tuple[str, int | None, int | None, str | None]  # (attribute, lid, port, guid)
+    line: int
+    label: str
+    extended: bool
+    snapshot: int
+    timestamp: str | None
+    host: str | None
+    counter_lines: int = 0
 
 
 @dataclass

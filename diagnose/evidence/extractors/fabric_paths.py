@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
+import numpy as np
 import pandas as pd
 
 from diagnose.evidence.context import Context, finding, hosts_label, primary, sval, val
@@ -171,27 +172,25 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
 @extractor
 def uplink_balance(ctx: Context) -> list[Finding]:
     """Per switch: how evenly its uplinks (ports whose peer is a switch) carry the traffic, and where XmitWait is."""
-    pc = ctx.frame("PortCounter")
-    if pc.empty:
+    table = ctx.counters
+    t = table.series
+    if t.empty:
         return []
-    pc = pc[pc["counter"].isin(UPLINK_COUNTERS) & pc["port"].notna()]
-    if pc.empty:
+    t = t[t["counter"].isin(UPLINK_COUNTERS) & (t["port_k"] >= 0)]
+    if t.empty:
         return []
     types, lid_guid, links = _topology(ctx)
     if links.empty:
         return []
-    pc = pc.copy()
-    guid = pc["guid"].map(lambda g: str(g).lower() if sval(g) else None)
-    by_lid = pc["lid"].map(lambda lid: lid_guid.get(int(lid)) if val(lid) is not None else None)
-    pc["sw"] = guid.where(guid.notna(), by_lid)
-    pc = pc[pc["sw"].map(lambda g: types.get(str(g)) == "SW")]
-    if pc.empty:
+    guid = t["guid_k"].where(t["guid_k"] != "")
+    sw = guid.where(guid.notna(), t["lid_k"].map(lid_guid))
+    t = t.assign(sw=sw, port=t["port_k"].astype(int))
+    t = t[t["sw"].map(types) == "SW"]
+    if t.empty:
         return []
-    pc["port"] = pc["port"].astype(int)
-    series = _counter_series(pc, ["sw", "port", "counter"])
-    series["amount"] = series["delta"].where(series["delta"].notna(), series["last"].astype(float))
-    wide = series.pivot_table(index=["sw", "port"], columns="counter", values="amount", aggfunc="last")
-    snaps = series.groupby(["sw", "port"])["snaps"].max()
+    t = t.assign(amount=np.where(t["snaps"] > 1, t["inc"], t["last"]).astype(float))
+    wide = t.pivot_table(index=["sw", "port"], columns="counter", values="amount", aggfunc="last")
+    snaps = t.groupby(["sw", "port"])["snaps"].max()
     ports = links.drop_duplicates(["guid", "port"]).set_index(["guid", "port"])
     out: list[Finding] = []
     stats: list[dict[str, object]] = []
@@ -248,8 +247,10 @@ def uplink_balance(ctx: Context) -> list[Finding]:
         other_gb = float(others["xmit"].fillna(0).mean()) * 4 / 1e9
         what = "between snapshots" if s["delta"] else "since the counters were last cleared (one snapshot)"
         wait_txt = f", {float(s['wait_share']) * 100:.0f}% of the uplinks' PortXmitWait" if s["wait_share"] is not None else ""
-        ev_rows = pc[(pc["sw"] == sw) & pc["port"].isin([int(hot_row["port"]), *others["port"].head(2)])
-                     & pc["counter"].isin(["port_xmit_data", "port_xmit_wait"])]
+        ev_series = t[(t["sw"] == sw) & t["port"].isin([int(hot_row["port"]), *others["port"].head(2)])
+                      & t["counter"].isin(["port_xmit_data", "port_xmit_wait"])]
+        ev_rows = table.frame([r for a, b in zip(ev_series["start"], ev_series["end"], strict=True)
+                               for r in range(int(a), int(b))])
         out.append(finding(
             "uplink_load_skew",
             f"{name} uplink port {int(hot_row['port'])} (to {hot_row['peer']}) sent {gb:.1f} GB {what}, "

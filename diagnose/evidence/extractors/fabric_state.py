@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from diagnose.evidence.context import Context, finding, hosts_label, primary, sval
+from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
-from diagnose.evidence.extractors.links import _port_index, _snapshot_order
+from diagnose.evidence.extractors.links import _port_index
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 MAX_PORT_FINDINGS = 8
@@ -60,41 +61,14 @@ def _raw_secs(ts: object) -> bool:
     return bool(t) and re.fullmatch(r"\s*\+?\d+\.\d+\s*", t or "") is not None
 
 
-_TABLE_CACHE: list[tuple[pd.DataFrame, tuple[pd.DataFrame, pd.DataFrame]]] = []
+def _counter_table(ctx: Context) -> tuple[pd.DataFrame, CounterTable]:
+    """One row per (port, counter) series (see evidence/counters.py) and the table that cites its samples."""
+    table = ctx.counters
+    return table.series, table
 
 
-def _counter_table(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One row per (port, counter): first/last value, summed increments (resets counted from zero),
-    snapshots, the interval between the first and last snapshot when dated, and where it was read.
-    Several extractors of this module read it; it is computed once per PortCounter frame."""
-    src = ctx.frame("PortCounter")
-    if src.empty:
-        return pd.DataFrame(), src
-    if _TABLE_CACHE and _TABLE_CACHE[0][0] is src:
-        return _TABLE_CACHE[0][1]
-    pc = src.copy()
-    pc["lid_k"] = pc["lid"].fillna(-1).astype(int)
-    pc["port_k"] = pc["port"].fillna(-1).astype(int)
-    pc["guid_k"] = pc["guid"].fillna("").astype(str).str.lower()
-    pc["host_k"] = pc["host"].fillna("").astype(str)
-    pc["dev_k"] = pc["device"].fillna("").astype(str) if "device" in pc else ""
-    pc["order_k"] = _snapshot_order(pc)
-    ts = pd.to_datetime(pc["timestamp"], errors="coerce", utc=True, format="mixed")
-    pc["ts_s"] = (ts - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
-    keys = ["host_k", "dev_k", "guid_k", "lid_k", "port_k", "counter"]
-    pc = pc.sort_values(keys + ["order_k", "line"], kind="stable").reset_index(drop=True)
-    same = pc[keys].eq(pc[keys].shift()).all(axis=1)
-    step = pc["value"].diff()
-    pc["inc"] = step.where(same, 0).where(~(same & (step < 0)), pc["value"]).fillna(0)
-    g = pc.groupby(keys, sort=True)
-    agg = g.agg(first=("value", "first"), last=("value", "last"), inc=("inc", "sum"),
-                snaps=("order_k", "nunique"), extended=("extended", "last"),
-                t0=("ts_s", "min"), t1=("ts_s", "max"))
-    agg["interval_s"] = agg["t1"] - agg["t0"]
-    pos = g.indices
-    agg["rows"] = [list(pos[k]) for k in agg.index]
-    _TABLE_CACHE[:] = [(src, (agg.reset_index(), pc))]
-    return _TABLE_CACHE[0][1]
+def _rows(start: object, end: object) -> list[int]:
+    return list(range(int(start), int(end)))  # type: ignore[call-overload]
 
 
 def _port_where(ctx: Context, host: str, dev: str, guid: str, lid: int, port: int) -> tuple[Location, bool, str]:
@@ -127,10 +101,8 @@ def _node_desc(ctx: Context) -> dict[str, str]:
             for g, d in zip(nodes["guid"], nodes["description"], strict=True) if sval(d)}
 
 
-def _row_refs(frame: pd.DataFrame, rows: list[int], kind: str, limit: int = 4) -> list[EvidenceRef]:
-    sel = frame.iloc[rows[-limit:]]
-    return [EvidenceRef(file=str(s), line=int(ln), text=str(t), finding=kind)
-            for s, ln, t in zip(sel["source"], sel["line"], sel["text"], strict=True)]
+def _row_refs(table: CounterTable, rows: list[int], kind: str, limit: int = 4) -> list[EvidenceRef]:
+    return table.refs(rows, kind, limit)
 
 
 # --------------------------------------------------------------------------------------------- link flaps
@@ -233,7 +205,7 @@ def _link_downed(ctx: Context) -> list[Finding]:
             "link_downed_stable",
             f"LinkDownedCounter did not move between snapshots on {len(ld)} port(s)"
             + (f" (highest value {int(nz['last'].max())}, old events)" if not nz.empty else "") + ".",
-            frame.iloc[[r for rows in ld["rows"] for r in rows][:3]],
+            frame.frame([r for a, b in zip(ld["start"], ld["end"], strict=True) for r in _rows(a, b)][:3]),
             attrs={"ports": len(ld), "max_value": int(ld["last"].max())},
         ))
         return out
@@ -367,7 +339,7 @@ _TICK_BYTES = 8  # Quantum/Quantum-2/Quantum-3: one XmitWait tick per 8 bytes th
 _WORD_BYTES = 4  # PortXmitData counts 4-octet words
 
 
-def _wait_table(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _wait_table(ctx: Context) -> tuple[pd.DataFrame, CounterTable]:
     """Per port with both counters: XmitWait and XmitData (deltas when there are several snapshots,
     else cumulative) and the share of transmit capacity lost to credit waits."""
     t, frame = _counter_table(ctx)
@@ -417,7 +389,7 @@ def congestion(ctx: Context) -> list[Finding]:
     for key, row in waiting.head(MAX_PORT_FINDINGS).iterrows():
         host, dev, guid, lid, port = key
         loc, switch, label = _port_where(ctx, host, dev, guid, int(lid), int(port))
-        rows = sorted(set(row["rows_w"]) | set(row["rows_d"]))
+        rows = sorted(set(_rows(row["start_w"], row["end_w"])) | set(_rows(row["start_d"], row["end_d"])))
         iv = row["interval_s_w"]
         basis = str(row["basis"])
         out.append(finding(
@@ -435,13 +407,13 @@ def congestion(ctx: Context) -> list[Finding]:
         ))
     hca_guids = set(_port_index(ctx)[1])
     med, top, hot = _hot_ports(measured)
-    rows = [r for rr in measured.sort_values("ratio", ascending=False).head(3)["rows_w"] for r in rr[-1:]]
+    rows = [int(e) - 1 for e in measured.sort_values("ratio", ascending=False).head(3)["end_w"]]
     out.append(finding(
         "xmit_wait_profile",
         f"PortXmitWait measured on {len(measured)} port(s) ({int((measured['basis'] == 'delta').sum())} from deltas):"
         f" highest {top:.1%} of transmit capacity lost to credit waits, median {med:.1%}"
         + (f"; {len(hot)} port(s) stand out as hot spots" if len(hot) else "") + ".",
-        frame.iloc[rows],
+        frame.frame(rows),
         attrs={"ports": len(measured), "max_ratio": round(top, 4), "median_ratio": round(med, 4),
                "hot_ports": len(hot), "delta_ports": int((measured["basis"] == "delta").sum()),
                "switch_ports": int(sum(1 for k in measured.index if k[2] and not k[1] and k[2] not in hca_guids))},
@@ -726,7 +698,7 @@ def partitions(ctx: Context) -> list[Finding]:
                 f" on {label}" + (f", +{int(best['inc'])} between snapshots" if not rising.empty else "") + ".",
                 None, loc,
                 {"counters": len(ce), "rising": not rising.empty, "value": int(best["last"]), "switch": switch},
-                evidence=_row_refs(frame, [r for rr in ce["rows"] for r in rr[-1:]], "constraint_errors"),
+                evidence=_row_refs(frame, [int(e) - 1 for e in ce["end"]], "constraint_errors"),
             ))
     return out
 
@@ -778,7 +750,7 @@ def adaptive_routing(ctx: Context) -> list[Finding]:
         measured, frame = _wait_table(ctx)
         if not measured.empty:
             _med, top, hot = _hot_ports(measured)
-            rows = [r for rr in measured.sort_values("ratio", ascending=False).head(2)["rows_w"] for r in rr[-1:]]
+            rows = [int(e) - 1 for e in measured.sort_values("ratio", ascending=False).head(2)["end_w"]]
             ev = [e for f in off for e in f.evidence[:1]] + _row_refs(frame, rows, "ar_off_with_congestion")
             out.append(finding(
                 "ar_off_with_congestion",

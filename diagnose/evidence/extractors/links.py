@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
@@ -153,10 +152,6 @@ def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], pd.Series], dict[st
     return by_lid, by_guid
 
 
-_EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
-_LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
-
-
 PHY_COUNTERS = ("symbol_error", "link_error_recovery", "local_link_integrity_errors")
 # the smallest increase between snapshots that the link-level analysis looks at (the rules set the
 # thresholds that decide; this only keeps single stray errors out of the cross-port grouping)
@@ -228,71 +223,27 @@ def _port_gbps(ctx: Context, fab: Fabric | None, host: str | None, device: str |
     return None
 
 
-def _snapshot_order(pc: pd.DataFrame) -> pd.Series:
-    """A global order of counter snapshots, across files: the time printed before each snapshot
-    (``date`` output) when there is one, else names such as before/after, then the file's own order.
-
-    Computed on the distinct (timestamp, file, snapshot) triples only, then mapped back to the rows.
-    """
-    cols = pd.DataFrame({
-        "timestamp": pc["timestamp"] if "timestamp" in pc else None,
-        "source": pc["source"].astype(str),
-        "snapshot": pc["snapshot"],
-    })
-    uniq = cols.drop_duplicates().reset_index(drop=True)
-    ts = pd.to_datetime(uniq["timestamp"], errors="coerce", utc=True, format="mixed")
-    uniq["ts_i"] = [t.value if not pd.isna(t) else -1 for t in ts]
-    name = uniq["source"].str.rsplit("/", n=1).str[-1]
-    uniq["hint"] = [0 if _EARLY.search(n) else 2 if _LATE.search(n) else 1 for n in name]
-    uniq = uniq.sort_values(["ts_i", "hint", "source", "snapshot"], kind="stable").reset_index(drop=True)
-    uniq["rank"] = range(len(uniq))
-    merged = cols.merge(uniq[["timestamp", "source", "snapshot", "rank"]], how="left",
-                        on=["timestamp", "source", "snapshot"])
-    return pd.Series(merged["rank"].to_numpy(), index=pc.index)
-
-
 @extractor
 def port_counters(ctx: Context) -> list[Finding]:
-    pc = ctx.frame("PortCounter")
-    if pc.empty:
+    table = ctx.counters
+    if table.empty:
         return []
-    pc = pc.copy()
-    pc["lid_k"] = pc["lid"].fillna(-1).astype(int)
-    pc["port_k"] = pc["port"].fillna(-1).astype(int)
-    pc["guid_k"] = pc["guid"].fillna("").astype(str).str.lower()
-    pc["host_k"] = pc["host"].fillna("")
-    pc["dev_k"] = pc["device"].fillna("") if "device" in pc else ""
-    pc["order_k"] = _snapshot_order(pc)
-    keys = ["host_k", "dev_k", "guid_k", "lid_k", "port_k", "counter"]
-    pc = pc.sort_values(keys + ["order_k", "line"], kind="stable")
-    err_rows = pc[pc["counter"].isin(ERROR_COUNTERS)].reset_index(drop=True)
+    t = table.series
+    err = t[t["counter"].isin(ERROR_COUNTERS) & (t["last"] > 0)] if not t.empty else t
     by_lid, by_guid = _port_index(ctx)
     fab = ctx.fabric
     out: list[Finding] = []
     n_err = 0
     rising_phy: dict[tuple[str, int], list[EvidenceRef]] = {}
-    # vectorised per-(port, counter) summary; Python only touches ports whose counter is non-zero
-    # increments between consecutive snapshots; a decrease is a reset (perfquery -R, reboot, driver
-    # reload): what was counted after the reset is the new value itself
-    same = err_rows[keys].eq(err_rows[keys].shift()).all(axis=1)
-    step = err_rows["value"].diff()
-    err_rows["inc"] = step.where(same, 0).where(~(same & (step < 0)), err_rows["value"]).fillna(0)
-    err_rows["reset"] = same & (step < 0)
-    ts = pd.to_datetime(err_rows["timestamp"], errors="coerce", utc=True, format="mixed")
-    err_rows["ts_s"] = ts.map(lambda t: t.timestamp() if not pd.isna(t) else float("nan"))
-    grouped = err_rows.groupby(keys, sort=True)
-    agg = grouped.agg(first=("value", "first"), last=("value", "last"), snaps=("order_k", "nunique"),
-                      extended=("extended", "last"), inc=("inc", "sum"), reset=("reset", "any"),
-                      t0=("ts_s", "min"), t1=("ts_s", "max"))
-    positions = grouped.indices
-    src, lines, texts = (err_rows[c].to_numpy() for c in ("source", "line", "text"))
-    agg = agg[agg["last"] > 0]
-    for key, last, snaps, extended, inc, reset, t0, t1 in zip(
-        agg.index, agg["last"].to_numpy(), agg["snaps"].to_numpy(), agg["extended"].to_numpy(),
-        agg["inc"].to_numpy(), agg["reset"].to_numpy(), agg["t0"].to_numpy(), agg["t1"].to_numpy(), strict=True,
+    # the series table is already per (port, counter); Python only touches non-zero error counters
+    for host, dev, guid, lid, port, counter, last, snaps, extended, inc, reset, t0, t1, start, end in zip(
+        err["host_k"], err["dev_k"], err["guid_k"], err["lid_k"].to_numpy(), err["port_k"].to_numpy(),
+        err["counter"], err["last"].to_numpy(), err["snaps"].to_numpy(), err["extended"].to_numpy(),
+        err["inc"].to_numpy(), err["reset"].to_numpy(), err["t0"].to_numpy(), err["t1"].to_numpy(),
+        err["start"].to_numpy(), err["end"].to_numpy(), strict=True,
     ):
         n_err += 1
-        host, dev, guid, lid, port, counter = key
+        lid, port = int(lid), int(port)
         last, snaps, reset = int(last), int(snaps), bool(reset)
         info = by_guid.get(guid) if guid else None
         if info is None and lid >= 0:
@@ -344,9 +295,7 @@ def port_counters(ctx: Context) -> list[Finding]:
                     attrs["ber"] = float(f"{ber:.3e}")
                     attrs["ber_log10"] = round(math.log10(ber), 2) if ber > 0 else None
                     attrs["link_gbps"] = gbps
-        pos = list(positions[key])[-4:]  # oldest snapshot first
-        ev = [EvidenceRef(file=str(src[i]), line=int(lines[i]), text=str(texts[i]), finding="port_counter_errors")
-              for i in pos]
+        ev = table.refs(table.rows(start, end), "port_counter_errors")  # the last four samples, oldest first
         out.append(finding(
             "port_counter_errors",
             f"{counter} = {last}{' (saturated)' if saturated else ''} on {where}{trend}.",
@@ -357,19 +306,19 @@ def port_counters(ctx: Context) -> list[Finding]:
             rising_phy.setdefault((node_guid, hca_port), []).extend(ev)
     if fab is not None and rising_phy:
         out.extend(_link_level(fab, rising_phy))
-    errs_any = n_err > 0
-    n_ports = pc.groupby(["host_k", "dev_k", "guid_k", "lid_k", "port_k"]).ngroups
-    if not errs_any:
+    n_ports = table.n_ports
+    if n_err == 0:
         out.append(finding(
             "port_counters_clean",
             f"Error counters are zero on all {n_ports} port(s) queried.",
-            pc[pc["counter"] == "symbol_error"].head(3), attrs={"ports": n_ports},
+            table.frame(table.clean_rows), attrs={"ports": n_ports},
         ))
-    elif int(pc["order_k"].max()) > 0 and not any(f.attrs.get("rising") for f in out):
+    elif table.max_order > 0 and not any(f.attrs.get("rising") for f in out):
+        first_rows = sorted((int(s), int(ln)) for s, ln in zip(err["start"], err["end"] - 1, strict=True))[:3]
         out.append(finding(
             "port_counters_stable",
             f"Error counters on {n_ports} port(s) did not move between snapshots (old, not ongoing errors).",
-            pc[pc["counter"].isin(ERROR_COUNTERS) & (pc["value"] > 0)].head(3), attrs={"ports": n_ports},
+            table.frame([r for _, r in first_rows]), attrs={"ports": n_ports},
         ))
     return out
 

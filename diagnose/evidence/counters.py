@@ -1,0 +1,237 @@
+"""One table of port-counter series for every extractor that reads PMA counters.
+
+Counter samples arrive in two shapes: one ``PortCounter`` record per value (sysfs, node_exporter, ibdiagnet2
+PM, ibqueryerrors, small perfquery captures) and one ``PortCounterWide`` row per perfquery block (one port,
+one snapshot, a value and a line column per counter) from the columnar parser of large dumps. This module
+joins both into one series per (port, counter), computed once per run with numpy and cached on the
+:class:`~diagnose.evidence.context.Context`:
+
+* ``first`` / ``last`` value, ``snaps`` (distinct snapshots), ``inc`` (increments between consecutive snapshots
+  summed; a decrease is a reset, after which what was counted is the new value itself), ``reset``,
+  ``extended`` (64-bit source), ``t0`` / ``t1`` (capture times in epoch seconds when printed), ``interval_s``;
+* ``start`` / ``end``: the series' samples, oldest first, in :attr:`CounterTable.samples` order, for evidence.
+
+Counters that are zero in every snapshot of a port carry no information beyond "the port was read"; they are
+dropped from the series (the port still counts in :attr:`CounterTable.n_ports`), except the traffic and wait
+counters that ratios need and LinkDowned, whose standing still is evidence against a flapping link
+(:data:`ALWAYS`). On a 4,096-host fabric this keeps the table to the ports' data
+counters instead of tens of millions of zeros.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from diagnose.models.diagnosis import EvidenceRef
+
+KEYS = ["host_k", "dev_k", "guid_k", "lid_k", "port_k"]
+ALWAYS = frozenset({"port_xmit_data", "port_rcv_data", "port_xmit_wait", "port_xmit_pkts", "port_rcv_pkts",
+                    "link_downed"})
+
+_EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
+_LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
+
+
+def snapshot_rank(triples: pd.DataFrame) -> np.ndarray:
+    """A global order for distinct (timestamp, source, snapshot) triples: the time printed before each
+    snapshot (``date`` output) when there is one, else names such as before/after, then the file's own order."""
+    ts = pd.to_datetime(triples["timestamp"], errors="coerce", utc=True, format="mixed")
+    ts_i = np.array([t.value if not pd.isna(t) else -1 for t in ts], dtype=np.int64)
+    name = triples["source"].astype(str).str.rsplit("/", n=1).str[-1]
+    hint = np.array([0 if _EARLY.search(n) else 2 if _LATE.search(n) else 1 for n in name], dtype=np.int64)
+    order = pd.DataFrame({"ts": ts_i, "hint": hint, "source": triples["source"].astype(str).to_numpy(),
+                          "snapshot": triples["snapshot"].to_numpy()})
+    idx = order.sort_values(["ts", "hint", "source", "snapshot"], kind="stable").index.to_numpy()
+    rank = np.empty(len(idx), dtype=np.int64)
+    rank[idx] = np.arange(len(idx))
+    return rank
+
+
+def _epoch(ts: pd.Series) -> np.ndarray:
+    t = pd.to_datetime(ts, errors="coerce", utc=True, format="mixed")
+    return np.array([x.timestamp() if not pd.isna(x) else np.nan for x in t], dtype=float)
+
+
+def _keys(df: pd.DataFrame) -> pd.DataFrame:
+    n = len(df)
+
+    def col(name: str) -> pd.Series:
+        return df[name] if name in df else pd.Series([None] * n, index=df.index, dtype=object)
+
+    return pd.DataFrame({
+        "host_k": col("host").fillna("").astype(str).to_numpy(),
+        "dev_k": col("device").fillna("").astype(str).to_numpy(),
+        "guid_k": col("guid").fillna("").astype(str).str.lower().to_numpy(),
+        "lid_k": pd.to_numeric(col("lid"), errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
+        "port_k": pd.to_numeric(col("port"), errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
+    })
+
+
+@dataclass
+class CounterTable:
+    series: pd.DataFrame  # one row per kept (port, counter): KEYS, counter, first, last, inc, snaps, ...
+    samples: pd.DataFrame  # source, line, host, value, order (sorted by port, counter, order, line)
+    n_ports: int
+    max_order: int
+    clean_rows: list[int]  # a few symbol_error samples, for "all clean" evidence
+    _texts: np.ndarray  # text per sample, None where it is resolved from a line index
+    _lines: np.ndarray  # LineIndex per sample (or None)
+
+    @property
+    def empty(self) -> bool:
+        return self.n_ports == 0
+
+    def text(self, i: int) -> str:
+        t = self._texts[i]
+        if t is None:
+            li = self._lines[i]
+            t = li.text(int(self.samples["line"].iat[i])) if li is not None else ""
+            self._texts[i] = t
+        return str(t)
+
+    def frame(self, rows: list[int] | np.ndarray) -> pd.DataFrame:
+        """The samples at ``rows`` with their text: what ``finding(...)`` cites."""
+        rows = [int(r) for r in rows]
+        sel = self.samples.iloc[rows][["source", "line", "host"]].copy()
+        sel["text"] = [self.text(r) for r in rows]
+        return sel
+
+    def refs(self, rows: list[int] | np.ndarray, kind: str, limit: int = 4) -> list[EvidenceRef]:
+        rows = [int(r) for r in rows][-limit:]
+        src, line = self.samples["source"].to_numpy(), self.samples["line"].to_numpy()
+        return [EvidenceRef(file=str(src[r]), line=int(line[r]), text=self.text(r), finding=kind) for r in rows]
+
+    @staticmethod
+    def rows(start: int, end: int) -> list[int]:
+        return list(range(int(start), int(end)))
+
+
+def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
+    long = frames.get("PortCounter")
+    wide = frames.get("PortCounterWide")
+    long = long if long is not None and not long.empty else None
+    wide = wide if wide is not None and not wide.empty else None
+    if long is None and wide is None:
+        return CounterTable(pd.DataFrame(), pd.DataFrame(), 0, 0, [], np.array([], dtype=object),
+                            np.array([], dtype=object))
+    # port ids over both shapes
+    key_parts = [k for k in (_keys(long) if long is not None else None, _keys(wide) if wide is not None else None)
+                 if k is not None]
+    all_keys = pd.concat(key_parts, ignore_index=True)
+    pid_all = all_keys.groupby(KEYS, sort=True).ngroup().to_numpy()
+    ports = all_keys.assign(pid=pid_all).drop_duplicates("pid").sort_values("pid").set_index("pid")[KEYS]
+    n_long = len(long) if long is not None else 0
+    pid_long, pid_wide = pid_all[:n_long], pid_all[n_long:]
+    # snapshot triples over both shapes
+    trip_parts = []
+    for df in (long, wide):
+        if df is not None:
+            trip_parts.append(pd.DataFrame({"timestamp": df["timestamp"].astype(object).to_numpy(),
+                                            "source": df["source"].astype(str).to_numpy(),
+                                            "snapshot": df["snapshot"].astype(np.int64).to_numpy()}))
+    trips = pd.concat(trip_parts, ignore_index=True)
+    tcode, tuniq = pd.factorize(pd.MultiIndex.from_frame(trips.fillna({"timestamp": ""})))
+    tu = pd.DataFrame(list(tuniq), columns=["timestamp", "source", "snapshot"]).replace({"timestamp": {"": None}})
+    rank = snapshot_rank(tu)
+    tsec = _epoch(tu["timestamp"])
+    order_all, ts_all = rank[tcode], tsec[tcode]
+
+    vocab: list[str] = []
+    if long is not None:
+        vocab += sorted(set(long["counter"].astype(str)))
+    if wide is not None:
+        vocab += [c[2:] for c in wide.columns if c.startswith("v:")]
+    vocab = sorted(set(vocab))
+    vidx = {c: i for i, c in enumerate(vocab)}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in
+                                          ("pid", "code", "value", "line", "order", "ts", "ext", "src", "text", "li",
+                                           "host")}
+
+    def add(pid, code, value, line, order, ts, ext, src, text, li, host) -> None:  # type: ignore[no-untyped-def]
+        for k, v in zip(parts, (pid, code, value, line, order, ts, ext, src, text, li, host), strict=True):
+            parts[k].append(v)
+
+    clean_marks: list[tuple[str, int]] = []
+    if long is not None:
+        n = n_long
+        add(pid_long, long["counter"].astype(str).map(vidx).to_numpy(np.int64),
+            pd.to_numeric(long["value"], errors="coerce").to_numpy(np.float64),
+            long["line"].to_numpy(np.int64), order_all[:n], ts_all[:n], long["extended"].fillna(False).to_numpy(bool),
+            long["source"].astype(str).to_numpy(object), long["text"].astype(object).to_numpy(),
+            np.full(n, None, dtype=object), long["host"].astype(object).to_numpy())
+        se = long[long["counter"] == "symbol_error"].sort_values(["source", "line"], kind="stable").head(3)
+        clean_marks += list(zip(se["source"].astype(str), se["line"].astype(int), strict=True))
+    if wide is not None:
+        o, t = order_all[n_long:], ts_all[n_long:]
+        src = wide["source"].astype(str).to_numpy(object)
+        host = wide["host"].astype(object).to_numpy()
+        ext = wide["extended"].to_numpy(bool)
+        lis = wide["_lines"].to_numpy(object) if "_lines" in wide else np.full(len(wide), None, dtype=object)
+        for c in vocab:
+            if f"v:{c}" not in wide:
+                continue
+            v = wide[f"v:{c}"].to_numpy(np.int64)
+            present = v >= 0
+            if c in ALWAYS:
+                keep = present
+            else:
+                nz = np.unique(pid_wide[v > 0])
+                keep = present & np.isin(pid_wide, nz) if len(nz) else np.zeros(len(v), dtype=bool)
+                if c == "symbol_error" and len(clean_marks) < 3:
+                    first = np.flatnonzero(present)[: 3 - len(clean_marks)]
+                    ln = wide[f"l:{c}"].to_numpy(np.int64)
+                    clean_marks += [(str(src[i]), int(ln[i])) for i in first]
+                    keep = keep.copy()
+                    keep[first] = True
+            idx = np.flatnonzero(keep)
+            if not len(idx):
+                continue
+            add(pid_wide[idx], np.full(len(idx), vidx[c], dtype=np.int64), v[idx].astype(np.float64),
+                wide[f"l:{c}"].to_numpy(np.int64)[idx], o[idx], t[idx], ext[idx], src[idx],
+                np.full(len(idx), None, dtype=object), lis[idx], host[idx])
+    cat = {k: np.concatenate(v) if v else np.array([]) for k, v in parts.items()}
+    src_code = pd.factorize(cat["src"], sort=True)[0] if len(cat["src"]) else np.array([], dtype=np.int64)
+    srt = np.lexsort((cat["line"], src_code, cat["order"], cat["code"], cat["pid"]))
+    cat = {k: v[srt] for k, v in cat.items()}
+    pid, code, value, order = cat["pid"], cat["code"], cat["value"], cat["order"]
+    m = len(pid)
+    same = np.zeros(m, dtype=bool)
+    if m > 1:
+        same[1:] = (pid[1:] == pid[:-1]) & (code[1:] == code[:-1])
+    starts = np.flatnonzero(~same)
+    ends = np.append(starts[1:], m)
+    step = np.zeros(m)
+    step[1:] = value[1:] - value[:-1]
+    inc_i = np.where(same, np.where(step < 0, value, step), 0.0)
+    reset_i = same & (step < 0)
+    new_snap = np.zeros(m, dtype=np.int64)
+    if m > 1:
+        new_snap[1:] = same[1:] & (order[1:] != order[:-1])
+    ts = cat["ts"]
+    with np.errstate(invalid="ignore"):
+        t0 = np.fmin.reduceat(ts, starts) if m else ts
+        t1 = np.fmax.reduceat(ts, starts) if m else ts
+    series = ports.loc[pid[starts]].reset_index(drop=True)
+    series["counter"] = np.array(vocab, dtype=object)[code[starts]] if m else []
+    series["first"] = value[starts]
+    series["last"] = value[ends - 1]
+    series["inc"] = np.add.reduceat(inc_i, starts) if m else []
+    series["reset"] = np.logical_or.reduceat(reset_i, starts) if m else []
+    series["snaps"] = (np.add.reduceat(new_snap, starts) + 1) if m else []
+    series["extended"] = cat["ext"][ends - 1]
+    series["t0"], series["t1"] = t0, t1
+    series["interval_s"] = t1 - t0
+    series["start"], series["end"] = starts, ends
+    samples = pd.DataFrame({"source": cat["src"], "line": cat["line"], "host": cat["host"], "value": value,
+                            "order": order, "pid": pid})
+    clean_rows: list[int] = []
+    for s, ln in clean_marks[:3]:
+        hit = np.flatnonzero((cat["line"] == ln) & (cat["src"] == s))
+        if len(hit):
+            clean_rows.append(int(hit[0]))
+    return CounterTable(series=series, samples=samples, n_ports=len(ports), max_order=int(order.max()) if m else 0,
+                        clean_rows=clean_rows, _texts=cat["text"].astype(object), _lines=cat["li"])
