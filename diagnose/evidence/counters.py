@@ -89,9 +89,13 @@ class CounterTable:
         t = self._texts[i]
         if t is None:
             li = self._lines[i]
-            t = li.text(int(self.samples["line"].iat[i])) if li is not None else ""
+            t = li.text(int(self._line_no[i])) if li is not None else ""
             self._texts[i] = t
         return str(t)
+
+    @property
+    def _line_no(self) -> np.ndarray:
+        return self.samples["line"].to_numpy()
 
     def frame(self, rows: list[int] | np.ndarray) -> pd.DataFrame:
         """The samples at ``rows`` with their text: what ``finding(...)`` cites."""
@@ -102,7 +106,7 @@ class CounterTable:
 
     def refs(self, rows: list[int] | np.ndarray, kind: str, limit: int = 4) -> list[EvidenceRef]:
         rows = [int(r) for r in rows][-limit:]
-        src, line = self.samples["source"].to_numpy(), self.samples["line"].to_numpy()
+        src, line = self.samples["source"].to_numpy(), self._line_no
         return [EvidenceRef(file=str(src[r]), line=int(line[r]), text=self.text(r), finding=kind) for r in rows]
 
     @staticmethod

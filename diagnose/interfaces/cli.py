@@ -21,6 +21,8 @@ from rich.table import Table
 from diagnose import __version__
 from diagnose.bundle import BundleError, LoadLimits
 from diagnose.catalog.loader import Catalog, load_catalog
+from diagnose.interfaces.chat_cli import feedback_app
+from diagnose.interfaces.service_cli import bench_hooks, incidents_app, serve
 from diagnose.logging_setup import configure
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Diagnose the GPU-cluster communication layer.")
@@ -28,6 +30,10 @@ rules_app = typer.Typer(no_args_is_help=True, help="The rule catalog.")
 app.add_typer(rules_app, name="rules")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (speed is measured here, never asserted in tests).")
 app.add_typer(bench_app, name="bench")
+app.command("serve")(serve)
+app.add_typer(incidents_app, name="incidents")
+bench_app.command("hooks")(bench_hooks)
+app.add_typer(feedback_app, name="feedback")
 
 err = Console(stderr=True)
 

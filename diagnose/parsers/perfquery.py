@@ -322,6 +322,7 @@ class _Machine:
         self.closer_lines: list[int] = []
         self.closer_block: list[int] = []
         self.last_bad: tuple[int, str] | None = None
+        self._guids: dict[str, str | None] = {}  # a switch's GUID repeats for each of its ports
 
     def _close(self, n: int, block: int = -1) -> None:
         self.closer_lines.append(n)
@@ -337,7 +338,11 @@ class _Machine:
         if lead == "$" and stripped.startswith("$ perfquery "):  # the usual `$ perfquery -x -G <guid> <port>` echo
             self._close(n)
             gm = _GUID_ARG_RE.search(stripped)
-            self.guid = norm_guid(gm.group("guid")) if gm else None
+            if gm is None:
+                self.guid = None
+            else:
+                g = gm.group("guid")
+                self.guid = self._guids.get(g) or self._guids.setdefault(g, norm_guid(g))
             return
         err = tool_error(line) if lead not in "#$" else None
         if err is not None:

@@ -190,29 +190,33 @@ def uplink_balance(ctx: Context) -> list[Finding]:
         return []
     t = t.assign(amount=np.where(t["snaps"] > 1, t["inc"], t["last"]).astype(float))
     wide = t.pivot_table(index=["sw", "port"], columns="counter", values="amount", aggfunc="last")
-    snaps = t.groupby(["sw", "port"])["snaps"].max()
-    ports = links.drop_duplicates(["guid", "port"]).set_index(["guid", "port"])
+    snaps = t.groupby(["sw", "port"])["snaps"].max().to_dict()
+    ports = links.drop_duplicates(["guid", "port"]).rename(columns={"guid": "sw"})
+    ports = ports.assign(port=ports["port"].astype(int))
+    j = wide.reset_index().merge(ports, on=["sw", "port"], how="inner")
+    state = j["state"].map(sval) if "state" in j else pd.Series([None] * len(j), index=j.index)
+    j = j[(j["peer_type"] == "SW") & (state.isna() | (state == "Active"))]
+    fab = ctx.fabric
+    names: dict[str, str | None] = {}
+    if fab is not None:  # operator-facing names: 'spine-03', not the raw NodeDesc
+        for g in set(j["peer_guid"].map(sval).dropna()) | set(j["sw"].astype(str)):
+            if g in fab.graph:
+                names[g] = fab.name(g)
     out: list[Finding] = []
     stats: list[dict[str, object]] = []
-    for sw, grp in wide.groupby(level=0, sort=True):
+    for sw, grp in j.groupby("sw", sort=True):
         rows = []
-        for (_, port), r in grp.iterrows():
-            key = (sw, int(port))
-            if key not in ports.index:
-                continue
-            link = ports.loc[key]
-            if link["peer_type"] != "SW" or sval(link.get("state")) not in (None, "Active"):
-                continue
-            fab = ctx.fabric
-            peer_guid = sval(link["peer_guid"])
-            if fab is not None and peer_guid in fab.graph:  # operator-facing names: 'spine-03', not the raw NodeDesc
-                peer_name: str | None = fab.name(peer_guid)
-                own = fab.name(str(sw)) if str(sw) in fab.graph else sval(link["description"])
+        for r in grp.sort_values("port").itertuples(index=False):
+            peer_guid = sval(r.peer_guid)
+            if peer_guid in names:
+                peer_name: str | None = names[peer_guid]
+                own = names.get(str(sw)) or sval(r.description)
             else:
-                peer_name, own = sval(link["peer_description"]) or peer_guid, sval(link["description"])
-            rows.append({"port": int(port), "xmit": r.get("port_xmit_data"), "rcv": r.get("port_rcv_data"),
-                         "wait": r.get("port_xmit_wait"), "peer": peer_name,
-                         "peer_port": val(link["peer_port"]), "snaps": int(snaps.get(key, 1)),
+                peer_name, own = sval(r.peer_description) or peer_guid, sval(r.description)
+            rd = r._asdict()
+            rows.append({"port": int(r.port), "xmit": rd.get("port_xmit_data"), "rcv": rd.get("port_rcv_data"),
+                         "wait": rd.get("port_xmit_wait"), "peer": peer_name,
+                         "peer_port": val(r.peer_port), "snaps": int(snaps.get((sw, int(r.port)), 1)),
                          "desc": own})
         up = pd.DataFrame(rows)
         if len(up) < 2 or up["xmit"].isna().all():
@@ -237,6 +241,8 @@ def uplink_balance(ctx: Context) -> list[Finding]:
     if not stats:
         return []
     fabric_max = max(float(s["imbalance"]) for s in stats)  # type: ignore[arg-type]
+    ev_pool = t[t["counter"].isin(["port_xmit_data", "port_xmit_wait"])]
+    by_sw = {str(k): g for k, g in ev_pool.groupby("sw", sort=False)}
     for s in stats:
         up: pd.DataFrame = s["up"]  # type: ignore[assignment]
         hot_row = up.loc[s["hot"]]  # type: ignore[index]
@@ -247,8 +253,8 @@ def uplink_balance(ctx: Context) -> list[Finding]:
         other_gb = float(others["xmit"].fillna(0).mean()) * 4 / 1e9
         what = "between snapshots" if s["delta"] else "since the counters were last cleared (one snapshot)"
         wait_txt = f", {float(s['wait_share']) * 100:.0f}% of the uplinks' PortXmitWait" if s["wait_share"] is not None else ""
-        ev_series = t[(t["sw"] == sw) & t["port"].isin([int(hot_row["port"]), *others["port"].head(2)])
-                      & t["counter"].isin(["port_xmit_data", "port_xmit_wait"])]
+        mine = by_sw.get(sw, ev_pool.iloc[0:0])
+        ev_series = mine[mine["port"].isin([int(hot_row["port"]), *others["port"].head(2)])]
         ev_rows = table.frame([r for a, b in zip(ev_series["start"], ev_series["end"], strict=True)
                                for r in range(int(a), int(b))])
         out.append(finding(

@@ -1,0 +1,863 @@
+"""The service's durable state: one SQL schema on SQLite (stdlib) or PostgreSQL (psycopg 3).
+
+Why SQL and not a queue: every inbound request is written *before* it is acknowledged, the worker claims it
+with a lease, and the last state change (diagnosis stored + request done) is one transaction. A process killed
+at any point therefore leaves either a ``pending`` request or a ``processing`` one whose lease runs out, and the
+next start claims it again; the UNIQUE keys make the re-run idempotent (no second incident, no second alert
+counted). Post-backs follow the transactional-outbox pattern: the final transaction marks the incident's
+delivery ``pending``; the delivery outcome is recorded right after the POSTs, so a restart never re-posts a
+delivery that was already recorded.
+
+Tables (schema version :data:`SCHEMA_VERSION`):
+
+- ``requests``: every accepted or rejected hook request (401 and 413 are never stored), its queue state
+  (``pending`` -> ``processing`` -> ``done``/``failed``; ``rejected`` and ``duplicate`` are final on arrival).
+  ``UNIQUE(source, dedup_key)`` is the dedup: a repeat of the same alert state is stored as ``duplicate`` with
+  a NULL key and ``duplicate_of`` naming the first.
+- ``incidents``: :class:`~diagnose.service.models.IncidentRecord` fields, ``UNIQUE(source, external_id)``.
+- ``incident_alerts``: every alert (source, external_id) that joined an incident, ``UNIQUE(source, external_id)``;
+  an alert storm behind one leaf switch is one incident with ``alert_count`` members.
+- ``deliveries``: post-back outcomes. ``feedback``: :class:`~diagnose.service.models.FeedbackRecord` rows.
+- ``schema_version``: one row; :func:`open_store` creates or migrates.
+
+Times are stored as UTC epoch seconds (``DOUBLE PRECISION``) so that queue comparisons are plain numbers on both
+backends; alert start/end times keep their ISO-8601 text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from diagnose.service.models import FeedbackRecord, IncidentDraft, IncidentRecord, PortRef
+
+log = structlog.get_logger("diagnose.service.store")
+
+SCHEMA_VERSION = 1
+ACTIVE_STATES = ("firing", "open")
+ENDED_STATES = ("resolved", "closed")
+# an incident in one of these states is (re)diagnosed when its owning alert fires again
+RETRIAGE_STATUSES = ("open", "diagnosing", "failed")
+BUSY_TIMEOUT_MS = 10_000
+
+# {pk} and {skip_locked} are filled per backend; everything else is the same SQL on both
+_SCHEMA_V1 = [
+    """CREATE TABLE IF NOT EXISTS requests (
+        id {pk},
+        source TEXT NOT NULL,
+        dedup_key TEXT,
+        duplicate_of BIGINT,
+        received_at DOUBLE PRECISION NOT NULL,
+        headers TEXT NOT NULL DEFAULT '{{}}',
+        body TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at DOUBLE PRECISION NOT NULL,
+        lease_until DOUBLE PRECISION,
+        claim_token TEXT,
+        error TEXT,
+        finished_at DOUBLE PRECISION,
+        UNIQUE (source, dedup_key)
+    )""",
+    "CREATE INDEX IF NOT EXISTS requests_queue ON requests (status, next_attempt_at)",
+    """CREATE TABLE IF NOT EXISTS incidents (
+        id {pk},
+        source TEXT NOT NULL,
+        external_id TEXT NOT NULL,
+        title TEXT NOT NULL,
+        text TEXT NOT NULL DEFAULT '',
+        hosts TEXT NOT NULL DEFAULT '[]',
+        devices TEXT NOT NULL DEFAULT '[]',
+        ports TEXT NOT NULL DEFAULT '[]',
+        job_id TEXT,
+        starts_at TEXT,
+        ends_at TEXT,
+        labels TEXT NOT NULL DEFAULT '{{}}',
+        bundle_refs TEXT NOT NULL DEFAULT '[]',
+        reply_to TEXT NOT NULL DEFAULT '{{}}',
+        status TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        last_alert_at DOUBLE PRECISION NOT NULL,
+        diagnosis TEXT,
+        evidence_notes TEXT NOT NULL DEFAULT '[]',
+        error TEXT,
+        group_key TEXT,
+        alert_count INTEGER NOT NULL DEFAULT 1,
+        request_id BIGINT,
+        delivery_state TEXT NOT NULL DEFAULT 'none',
+        delivery_lease_until DOUBLE PRECISION,
+        delivery_owner TEXT,
+        UNIQUE (source, external_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS incidents_group ON incidents (group_key, last_alert_at)",
+    "CREATE INDEX IF NOT EXISTS incidents_delivery ON incidents (delivery_state)",
+    """CREATE TABLE IF NOT EXISTS incident_alerts (
+        id {pk},
+        incident_id BIGINT NOT NULL REFERENCES incidents (id),
+        source TEXT NOT NULL,
+        external_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        added_at DOUBLE PRECISION NOT NULL,
+        UNIQUE (source, external_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS deliveries (
+        id {pk},
+        incident_id BIGINT NOT NULL REFERENCES incidents (id),
+        target TEXT NOT NULL,
+        ok INTEGER NOT NULL,
+        status_code INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        error TEXT,
+        at DOUBLE PRECISION NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS deliveries_incident ON deliveries (incident_id)",
+    """CREATE TABLE IF NOT EXISTS feedback (
+        id {pk},
+        incident_id BIGINT NOT NULL,
+        verdict TEXT NOT NULL,
+        cause TEXT,
+        actual TEXT,
+        username TEXT NOT NULL DEFAULT '',
+        platform TEXT NOT NULL DEFAULT '',
+        created_at DOUBLE PRECISION NOT NULL
+    )""",
+]
+# version -> statements that bring a store from version-1 to version
+MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1}
+
+_REQUEST_COLS = ("id, source, dedup_key, duplicate_of, received_at, headers, body, status, attempts, next_attempt_at, "
+                 "lease_until, claim_token, error, finished_at")
+
+
+HOSTNAME = socket.gethostname()
+
+
+def _owner() -> str:
+    """Who holds a lease: this host and process (computed per call: a forked server has another pid)."""
+    return f"{HOSTNAME}:{os.getpid()}"
+
+
+def _dead_owner(token: str | None, prefix: str) -> bool:
+    """True when ``token`` (host:pid[:...]) names a process of this host that is gone."""
+    if not token or not token.startswith(prefix):
+        return False
+    pid_s = token[len(prefix):].split(":", 1)[0]
+    if not pid_s.isdigit():
+        return False
+    pid = int(pid_s)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by another user
+        return False
+    return False
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used (bad URL, newer schema, unreachable server)."""
+
+
+@dataclass(frozen=True)
+class StoredRequest:
+    """One row of ``requests`` as the worker and ``GET /requests`` see it (headers without secrets)."""
+
+    id: int
+    source: str
+    dedup_key: str | None
+    duplicate_of: int | None
+    received_at: float
+    headers: dict[str, str]
+    body: str
+    status: str
+    attempts: int
+    next_attempt_at: float
+    lease_until: float | None
+    claim_token: str | None
+    error: str | None
+    finished_at: float | None
+
+    def as_json(self, body_limit: int | None = None) -> dict[str, Any]:
+        body = self.body if body_limit is None or len(self.body) <= body_limit else self.body[:body_limit] + "..."
+        return {"id": self.id, "source": self.source, "dedup_key": self.dedup_key, "duplicate_of": self.duplicate_of,
+                "received_at": _iso(self.received_at), "status": self.status, "attempts": self.attempts,
+                "next_attempt_at": _iso(self.next_attempt_at), "error": self.error,
+                "finished_at": _iso(self.finished_at) if self.finished_at else None,
+                "headers": self.headers, "body": body}
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What :meth:`SqlStore.accept_request` did: a new queued request, or the first one it duplicates."""
+
+    request_id: int
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """The incident a draft landed in, and whether the worker must diagnose it now."""
+
+    incident: IncidentRecord
+    created: bool
+    grouped: bool
+    needs_triage: bool
+    resolved: bool
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    incident_id: int
+    target: str
+    ok: bool
+    status_code: int | None
+    attempts: int
+    error: str | None
+    at: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"target": self.target, "ok": self.ok, "status_code": self.status_code, "attempts": self.attempts,
+                "error": self.error, "at": _iso(self.at)}
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else now
+
+
+def _merge(old: Sequence[Any], new: Sequence[Any]) -> list[Any]:
+    out = list(old)
+    for x in new:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+class _Tx:
+    """A cursor-like view of one transaction; SQL is written with ``?`` placeholders on both backends."""
+
+    def __init__(self, conn: Any, pg: bool) -> None:
+        self._conn = conn
+        self._pg = pg
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        if self._pg:
+            cur = self._conn.execute(sql.replace("?", "%s"), tuple(params))
+            return list(cur.fetchall()) if cur.description else []
+        cur = self._conn.execute(sql, tuple(params))
+        return [dict(r) for r in cur.fetchall()] if cur.description else []
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        r = self.rows(sql, params)
+        return r[0] if r else None
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Execute a statement; returns the affected row count."""
+        if self._pg:
+            return int(self._conn.execute(sql.replace("?", "%s"), tuple(params)).rowcount)
+        return int(self._conn.execute(sql, tuple(params)).rowcount)
+
+
+class SqlStore:
+    """The :class:`~diagnose.service.models.Store` protocol plus the queue the app and the worker use.
+
+    Safe from several threads: each thread gets its own connection (SQLite connections and psycopg connections
+    are not shared), and every multi-statement change runs in one transaction (``BEGIN IMMEDIATE`` on SQLite, so
+    writers queue on the database lock instead of failing; row locks and ``SKIP LOCKED`` on PostgreSQL).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("sqlite:///"):
+            self.backend = "sqlite"
+            path = url[len("sqlite:///"):]
+            if not path or path == ":memory:":
+                raise StoreError("an in-memory SQLite store is not shared between threads: give a file path")
+            self._path = Path(path)
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        elif url.startswith(("postgresql://", "postgres://")):
+            self.backend = "postgresql"
+            self._path = None
+        else:
+            raise StoreError(f"unsupported store URL (use sqlite:///path.db or postgresql://...): {_redact(url)}")
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._closed = False
+
+    # -- connections -------------------------------------------------------------------------------------
+    @property
+    def _pg(self) -> bool:
+        return self.backend == "postgresql"
+
+    def _connect(self) -> Any:
+        if self._pg:
+            import psycopg
+            from psycopg.rows import dict_row
+
+            try:
+                conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, connect_timeout=10)
+            except psycopg.OperationalError as exc:
+                raise StoreError(f"cannot connect to {_redact(self.url)}: {exc}") from exc
+        else:
+            assert self._path is not None
+            conn = sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")  # an acknowledged request survives a power cut
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def _conn(self) -> Any:
+        if self._closed:
+            raise StoreError("the store is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._pg and (conn.closed or conn.broken):
+            self._drop(conn)
+            conn = None
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def _drop(self, conn: Any) -> None:
+        with self._lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone either way
+            pass
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+
+    @contextmanager
+    def _tx(self) -> Iterator[_Tx]:
+        """One write transaction on this thread's connection; rolled back on any exception."""
+        conn = self._conn()
+        if self._pg:
+            import psycopg
+
+            try:
+                with conn.transaction():
+                    yield _Tx(conn, True)
+            except psycopg.OperationalError:
+                self._drop(conn)  # the next call reconnects
+                raise
+            return
+        # writers of this process queue on a lock (first come, first served) instead of on SQLite's busy
+        # handler, which sleeps and polls; other processes still meet busy_timeout
+        with self._write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _Tx(conn, False)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _read(self) -> _Tx:
+        """Autocommit reads (each statement sees committed data)."""
+        return _Tx(self._conn(), self._pg)
+
+    def close(self) -> None:
+        """Close every thread's connection (the app's shutdown; a closed store refuses further use)."""
+        self._closed = True
+        with self._lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def ping(self) -> bool:
+        """True when the database answers (``/healthz``)."""
+        try:
+            return self._read().one("SELECT 1 AS ok") is not None
+        except Exception as exc:  # noqa: BLE001 - health checks report, they do not raise
+            log.warning("store_unreachable", error=str(exc))
+            conn = getattr(self._local, "conn", None)
+            if conn is not None and self._pg:
+                self._drop(conn)
+            return False
+
+    # -- schema ------------------------------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Create the schema or bring it to :data:`SCHEMA_VERSION`; returns the version found before."""
+        fill = {"pk": "BIGSERIAL PRIMARY KEY" if self._pg else "INTEGER PRIMARY KEY AUTOINCREMENT"}
+        with self._tx() as tx:
+            if self._pg:  # several processes may start at once: one migrates, the others wait
+                tx.run("SELECT pg_advisory_xact_lock(764231)")
+            tx.run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = tx.one("SELECT version FROM schema_version")
+            found = int(row["version"]) if row else 0
+            if found > SCHEMA_VERSION:
+                raise StoreError(f"the store has schema version {found}, newer than this diagnose "
+                                 f"understands ({SCHEMA_VERSION}): upgrade diagnose")
+            for v in range(found + 1, SCHEMA_VERSION + 1):
+                for stmt in MIGRATIONS[v]:
+                    tx.run(stmt.format(**fill))
+            if row is None:
+                tx.run("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif found != SCHEMA_VERSION:
+                tx.run("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+        if found != SCHEMA_VERSION:
+            log.info("store_migrated", backend=self.backend, from_version=found, to_version=SCHEMA_VERSION)
+        return found
+
+    def schema_version(self) -> int:
+        row = self._read().one("SELECT version FROM schema_version")
+        return int(row["version"]) if row else 0
+
+    # -- requests ----------------------------------------------------------------------------------------
+    def accept_request(self, source: str, dedup_key: str | None, headers: dict[str, str], body: str,
+                       now: float | None = None) -> Accepted:
+        """Store a valid request as ``pending`` (before it is acknowledged), or as ``duplicate`` of the first one.
+
+        Two identical requests racing each other are decided by the UNIQUE key, not by a prior SELECT.
+        """
+        ts = _now(now)
+        hdrs = json.dumps(headers, sort_keys=True)
+        with self._tx() as tx:
+            row = tx.one(
+                "INSERT INTO requests (source, dedup_key, received_at, headers, body, status, attempts, next_attempt_at)"
+                " VALUES (?, ?, ?, ?, ?, 'pending', 0, ?) ON CONFLICT (source, dedup_key) DO NOTHING RETURNING id",
+                (source, dedup_key, ts, hdrs, body, ts))
+            if row is not None:
+                return Accepted(int(row["id"]), False)
+            first = tx.one("SELECT id FROM requests WHERE source = ? AND dedup_key = ?", (source, dedup_key))
+            assert first is not None
+            tx.run("INSERT INTO requests (source, dedup_key, duplicate_of, received_at, headers, body, status, attempts,"
+                   " next_attempt_at, finished_at) VALUES (?, NULL, ?, ?, ?, ?, 'duplicate', 0, ?, ?)",
+                   (source, first["id"], ts, hdrs, body, ts, ts))
+            return Accepted(int(first["id"]), True)
+
+    def reject_request(self, source: str, headers: dict[str, str], body: str, reason: str,
+                       now: float | None = None) -> int:
+        """Store a malformed request (422) for the operator to inspect; it is never processed."""
+        ts = _now(now)
+        with self._tx() as tx:
+            row = tx.one(
+                "INSERT INTO requests (source, dedup_key, received_at, headers, body, status, attempts, next_attempt_at,"
+                " error, finished_at) VALUES (?, NULL, ?, ?, ?, 'rejected', 0, ?, ?, ?) RETURNING id",
+                (source, ts, json.dumps(headers, sort_keys=True), body, ts, reason, ts))
+            assert row is not None
+            return int(row["id"])
+
+    def claim_next(self, lease_s: float, max_attempts: int, now: float | None = None) -> StoredRequest | None:
+        """Atomically take the oldest due request: ``pending`` and due, or ``processing`` with an expired lease.
+
+        A request whose lease expired after ``max_attempts`` claims killed its worker every time (a poison
+        request): it is failed instead of claimed again.
+        """
+        ts = _now(now)
+        token = f"{_owner()}:{uuid.uuid4().hex}"
+        skip = " FOR UPDATE SKIP LOCKED" if self._pg else ""
+        with self._tx() as tx:
+            poisoned = tx.run(
+                "UPDATE requests SET status = 'failed', finished_at = ?, lease_until = NULL, claim_token = NULL,"
+                " error = 'the worker stopped while processing it ' || CAST(attempts AS TEXT) || ' times'"
+                " WHERE status = 'processing' AND lease_until < ? AND attempts >= ?", (ts, ts, max_attempts))
+            if poisoned:
+                log.error("requests_failed_after_lost_leases", count=poisoned)
+            row = tx.one(
+                f"UPDATE requests SET status = 'processing', attempts = attempts + 1, lease_until = ?, claim_token = ?"
+                f" WHERE id = (SELECT id FROM requests WHERE (status = 'pending' AND next_attempt_at <= ?)"
+                f" OR (status = 'processing' AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT 1{skip})"
+                f" RETURNING {_REQUEST_COLS}",
+                (ts + lease_s, token, ts, ts))
+        return _request(row) if row else None
+
+    def release_dead_leases(self, now: float | None = None) -> int:
+        """Make work claimed by a process of this host that no longer runs due now, instead of after its lease.
+
+        The lease is what protects work from a dead worker on another host; on this host we can tell a dead
+        process from a slow one, so a restart after a crash or an OOM kill resumes at once. Returns the rows freed.
+        """
+        ts = _now(now)
+        prefix = f"{HOSTNAME}:"
+        freed = 0
+        rows = self._read().rows("SELECT id, claim_token FROM requests WHERE status = 'processing' AND lease_until >= ?",
+                                 (ts,))
+        dead = [int(r["id"]) for r in rows if _dead_owner(r["claim_token"], prefix)]
+        drows = self._read().rows("SELECT id, delivery_owner FROM incidents WHERE delivery_state = 'sending'"
+                                  " AND delivery_lease_until >= ?", (ts,))
+        ddead = [int(r["id"]) for r in drows if _dead_owner(r["delivery_owner"], prefix)]
+        with self._tx() as tx:
+            for rid in dead:
+                freed += tx.run("UPDATE requests SET lease_until = ? WHERE id = ? AND status = 'processing'",
+                                (ts - 1, rid))
+            for iid in ddead:
+                freed += tx.run("UPDATE incidents SET delivery_lease_until = ? WHERE id = ?"
+                                " AND delivery_state = 'sending'", (ts - 1, iid))
+        if freed:
+            log.warning("dead_worker_leases_released", requests=dead, deliveries=ddead)
+        return freed
+
+    def get_request(self, request_id: int) -> StoredRequest | None:
+        row = self._read().one(f"SELECT {_REQUEST_COLS} FROM requests WHERE id = ?", (request_id,))
+        return _request(row) if row else None
+
+    def list_requests(self, status: str | None = None, limit: int = 50) -> list[StoredRequest]:
+        """Newest first; ``status='rejected'`` is what an operator looks at when a sender's payloads bounce."""
+        if status:
+            rows = self._read().rows(f"SELECT {_REQUEST_COLS} FROM requests WHERE status = ? ORDER BY id DESC LIMIT ?",
+                                     (status, limit))
+        else:
+            rows = self._read().rows(f"SELECT {_REQUEST_COLS} FROM requests ORDER BY id DESC LIMIT ?", (limit,))
+        return [_request(r) for r in rows]
+
+    def mark_failed(self, request_id: int, claim_token: str, error: str, *, max_attempts: int, backoff_base_s: float,
+                    backoff_max_s: float, permanent: bool = False, incident_ids: Sequence[int] = (),
+                    now: float | None = None) -> str:
+        """Record a failed attempt: back to ``pending`` after ``min(max, base * 2**(attempts-1))`` seconds, or
+        ``failed`` (with the error, and its incidents ``failed``) once ``max_attempts`` is reached.
+
+        Returns the new status, or ``lost`` when another worker owns the request now (its lease ran out).
+        """
+        ts = _now(now)
+        with self._tx() as tx:
+            row = tx.one("SELECT attempts FROM requests WHERE id = ? AND status = 'processing' AND claim_token = ?",
+                         (request_id, claim_token))
+            if row is None:
+                return "lost"
+            attempts = int(row["attempts"])
+            if permanent or attempts >= max_attempts:
+                tx.run("UPDATE requests SET status = 'failed', error = ?, lease_until = NULL, claim_token = NULL,"
+                       " finished_at = ? WHERE id = ?", (error, ts, request_id))
+                for iid in incident_ids:
+                    tx.run("UPDATE incidents SET status = 'failed', error = ?, updated_at = ?"
+                           " WHERE id = ? AND status IN ('open', 'diagnosing')", (error, ts, iid))
+                return "failed"
+            delay = min(backoff_max_s, backoff_base_s * (2 ** (attempts - 1)))
+            tx.run("UPDATE requests SET status = 'pending', error = ?, next_attempt_at = ?, lease_until = NULL,"
+                   " claim_token = NULL WHERE id = ?", (error, ts + delay, request_id))
+            for iid in incident_ids:
+                tx.run("UPDATE incidents SET status = 'open', error = ?, updated_at = ? WHERE id = ?"
+                       " AND status = 'diagnosing'", (error, ts, iid))
+            return "pending"
+
+    def mark_done(self, request_id: int, claim_token: str, diagnoses: dict[int, tuple[dict[str, Any], list[str]]],
+                  now: float | None = None) -> bool:
+        """The final state change, one transaction: every diagnosis stored (incident ``diagnosed``, its post-back
+        queued) and the request ``done``. False, and nothing changed, when the lease was lost to another worker
+        (whose own run then stores the same result once).
+        """
+        ts = _now(now)
+        try:
+            with self._tx() as tx:
+                n = tx.run("UPDATE requests SET status = 'done', error = NULL, lease_until = NULL, claim_token = NULL,"
+                           " finished_at = ? WHERE id = ? AND status = 'processing' AND claim_token = ?",
+                           (ts, request_id, claim_token))
+                if n != 1:
+                    raise _LeaseLost()
+                for iid, (diagnosis, notes) in diagnoses.items():
+                    tx.run("UPDATE incidents SET diagnosis = ?, evidence_notes = ?, status = 'diagnosed', error = NULL,"
+                           " updated_at = ?, delivery_state = 'pending', delivery_lease_until = NULL WHERE id = ?",
+                           (json.dumps(diagnosis), json.dumps(notes), ts, iid))
+        except _LeaseLost:
+            return False
+        return True
+
+    def extend_lease(self, request_id: int, claim_token: str, lease_s: float, now: float | None = None) -> bool:
+        with self._tx() as tx:
+            return tx.run("UPDATE requests SET lease_until = ? WHERE id = ? AND status = 'processing'"
+                          " AND claim_token = ?", (_now(now) + lease_s, request_id, claim_token)) == 1
+
+    # -- incidents ---------------------------------------------------------------------------------------
+    def upsert_incident(self, draft: IncidentDraft, *, group_key: str | None = None, group_window_s: float = 0,
+                        request_id: int | None = None, now: float | None = None) -> UpsertResult:
+        """Put one draft into its incident, idempotently (a re-run after a crash changes nothing more).
+
+        - an alert seen before (same source + external_id) updates its state in the incident it joined;
+        - a new firing alert whose ``group_key`` matches an incident that had an alert within ``group_window_s``
+          joins it (``alert_count`` += 1, hosts and ports merged): an alert storm behind one leaf is one incident;
+        - otherwise it starts a new incident (a resolved alert never seen firing is stored as ``resolved``).
+
+        The incident becomes ``resolved`` once every alert in it is resolved; an owning alert that fires again
+        reopens it. ``needs_triage`` is true for the alert that owns the incident while it waits for a diagnosis.
+        """
+        ts = _now(now)
+        active = draft.state in ACTIVE_STATES
+        with self._tx() as tx:
+            if self._pg and group_key:  # one incident per key even when two workers see the storm at once
+                tx.run("SELECT pg_advisory_xact_lock(hashtext(?))", (group_key,))
+            member = tx.one("SELECT incident_id, state FROM incident_alerts WHERE source = ? AND external_id = ?",
+                            (draft.source, draft.external_id))
+            created = grouped = False
+            if member is not None:
+                iid = int(member["incident_id"])
+                if member["state"] != draft.state:
+                    tx.run("UPDATE incident_alerts SET state = ? WHERE source = ? AND external_id = ?",
+                           (draft.state, draft.source, draft.external_id))
+            else:
+                target = None
+                if group_key and active:
+                    target = tx.one("SELECT id FROM incidents WHERE group_key = ? AND last_alert_at >= ?"
+                                    " AND status <> 'resolved' ORDER BY last_alert_at DESC, id DESC LIMIT 1",
+                                    (group_key, ts - group_window_s))
+                if target is not None:
+                    iid = int(target["id"])
+                    grouped = True
+                    cur = tx.one("SELECT hosts, devices, ports, reply_to FROM incidents WHERE id = ?", (iid,))
+                    assert cur is not None
+                    ports = _merge(json.loads(cur["ports"]), [p.model_dump(mode="json") for p in draft.ports])
+                    reply_to = {**draft.reply_to, **json.loads(cur["reply_to"])}  # the owner's targets win
+                    tx.run("UPDATE incidents SET alert_count = alert_count + 1, last_alert_at = ?, updated_at = ?,"
+                           " hosts = ?, devices = ?, ports = ?, reply_to = ? WHERE id = ?",
+                           (ts, ts, json.dumps(_merge(json.loads(cur["hosts"]), draft.hosts)),
+                            json.dumps(_merge(json.loads(cur["devices"]), draft.devices)), json.dumps(ports),
+                            json.dumps(reply_to), iid))
+                else:
+                    created = True
+                    row = tx.one(
+                        "INSERT INTO incidents (source, external_id, title, text, hosts, devices, ports, job_id,"
+                        " starts_at, ends_at, labels, bundle_refs, reply_to, status, created_at, updated_at,"
+                        " last_alert_at, group_key, alert_count, request_id)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) RETURNING id",
+                        (draft.source, draft.external_id, draft.title, draft.text, json.dumps(draft.hosts),
+                         json.dumps(draft.devices), json.dumps([p.model_dump(mode="json") for p in draft.ports]),
+                         draft.job_id, _iso_dt(draft.starts_at), _iso_dt(draft.ends_at),
+                         json.dumps(draft.labels, sort_keys=True), json.dumps(draft.bundle_refs),
+                         json.dumps(draft.reply_to, sort_keys=True), "open" if active else "resolved",
+                         ts, ts, ts, group_key, request_id))
+                    assert row is not None
+                    iid = int(row["id"])
+                tx.run("INSERT INTO incident_alerts (incident_id, source, external_id, state, added_at)"
+                       " VALUES (?, ?, ?, ?, ?)", (iid, draft.source, draft.external_id, draft.state, ts))
+            inc = tx.one("SELECT status, source, external_id FROM incidents WHERE id = ?", (iid,))
+            assert inc is not None
+            owner = inc["source"] == draft.source and inc["external_id"] == draft.external_id
+            status = inc["status"]
+            resolved = False
+            if not active and status != "resolved":
+                still = tx.one("SELECT COUNT(*) AS n FROM incident_alerts WHERE incident_id = ? AND state IN (?, ?)",
+                               (iid, *ACTIVE_STATES))
+                if still is not None and int(still["n"]) == 0:
+                    tx.run("UPDATE incidents SET status = 'resolved', ends_at = COALESCE(?, ends_at), updated_at = ?"
+                           " WHERE id = ?", (_iso_dt(draft.ends_at), ts, iid))
+                    status, resolved = "resolved", True
+            elif active and owner and status == "resolved":  # the same alert fires again: a new episode
+                tx.run("UPDATE incidents SET status = 'open', starts_at = COALESCE(?, starts_at), ends_at = NULL,"
+                       " error = NULL, updated_at = ?, last_alert_at = ? WHERE id = ?",
+                       (_iso_dt(draft.starts_at), ts, ts, iid))
+                status = "open"
+            needs = active and owner and status in RETRIAGE_STATUSES
+        record = self.get_incident(iid)
+        assert record is not None
+        return UpsertResult(record, created, grouped, needs, resolved)
+
+    def set_incident_status(self, incident_id: int, status: str, error: str | None = None,
+                            now: float | None = None) -> None:
+        with self._tx() as tx:
+            tx.run("UPDATE incidents SET status = ?, error = ?, updated_at = ? WHERE id = ?",
+                   (status, error, _now(now), incident_id))
+
+    def set_diagnosis(self, incident_id: int, diagnosis: dict[str, Any], notes: Sequence[str] = (),
+                      now: float | None = None) -> None:
+        """Store a diagnosis outside the request queue (a re-diagnosis by hand); queues its post-back."""
+        with self._tx() as tx:
+            tx.run("UPDATE incidents SET diagnosis = ?, evidence_notes = ?, status = 'diagnosed', error = NULL,"
+                   " updated_at = ?, delivery_state = 'pending', delivery_lease_until = NULL WHERE id = ?",
+                   (json.dumps(diagnosis), json.dumps(list(notes)), _now(now), incident_id))
+
+    def get_incident(self, incident_id: int) -> IncidentRecord | None:
+        row = self._read().one("SELECT * FROM incidents WHERE id = ?", (incident_id,))
+        return _incident(row) if row else None
+
+    def find_incident(self, source: str, external_id: str) -> IncidentRecord | None:
+        """The incident an alert or ticket belongs to (also when it was grouped into another one)."""
+        row = self._read().one("SELECT i.* FROM incidents i JOIN incident_alerts a ON a.incident_id = i.id"
+                               " WHERE a.source = ? AND a.external_id = ?", (source, external_id))
+        if row is None:
+            row = self._read().one("SELECT * FROM incidents WHERE source = ? AND external_id = ?", (source, external_id))
+        return _incident(row) if row else None
+
+    def list_incidents(self, limit: int = 20, status: str | None = None) -> list[IncidentRecord]:
+        """Newest first."""
+        if status:
+            rows = self._read().rows("SELECT * FROM incidents WHERE status = ? ORDER BY id DESC LIMIT ?", (status, limit))
+        else:
+            rows = self._read().rows("SELECT * FROM incidents ORDER BY id DESC LIMIT ?", (limit,))
+        return [_incident(r) for r in rows]
+
+    def incident_extras(self, incident_id: int) -> dict[str, Any]:
+        """What the API shows beside the IncidentRecord: where results go, evidence notes, post-back state."""
+        row = self._read().one("SELECT reply_to, bundle_refs, evidence_notes, delivery_state, request_id"
+                               " FROM incidents WHERE id = ?", (incident_id,))
+        if row is None:
+            return {}
+        return {"reply_to": json.loads(row["reply_to"]), "bundle_refs": json.loads(row["bundle_refs"]),
+                "evidence_notes": json.loads(row["evidence_notes"]), "delivery_state": row["delivery_state"],
+                "request_id": row["request_id"]}
+
+    def get_reply_to(self, incident_id: int) -> dict[str, str]:
+        return dict(self.incident_extras(incident_id).get("reply_to") or {})
+
+    def get_bundle_refs(self, incident_id: int) -> list[str]:
+        return list(self.incident_extras(incident_id).get("bundle_refs") or [])
+
+    def create_manual_incident(self, draft: IncidentDraft) -> IncidentRecord:
+        """Store an incident asked for by hand (chat ``job``/``host`` command, CLI) and queue its diagnosis.
+
+        The queued request carries the draft as JSON; asking again for the same ``external_id`` while the first
+        is still queued is a duplicate, not a second diagnosis.
+        """
+        res = self.upsert_incident(draft)
+        key = f"{draft.external_id}:{draft.state}"
+        if draft.starts_at is not None:
+            key += f":{draft.starts_at.isoformat()}"
+        acc = self.accept_request(draft.source, key, {"content-type": DRAFT_CONTENT_TYPE}, draft.model_dump_json())
+        log.info("manual_incident_queued", incident_id=res.incident.id, request_id=acc.request_id,
+                 duplicate=acc.duplicate, source=draft.source)
+        return res.incident
+
+    # -- post-backs --------------------------------------------------------------------------------------
+    def claim_delivery(self, lease_s: float, incident_id: int | None = None,
+                       now: float | None = None) -> IncidentRecord | None:
+        """Take an incident whose post-back is due (``pending``, or ``sending`` by a worker that died).
+
+        ``sending`` is written before the POSTs and the outcome right after, so a restart re-posts only a
+        delivery whose outcome was never recorded.
+        """
+        ts = _now(now)
+        skip = " FOR UPDATE SKIP LOCKED" if self._pg else ""
+        only = " AND id = ?" if incident_id is not None else ""
+        params: list[Any] = [ts + lease_s, ts]
+        if incident_id is not None:
+            params.append(incident_id)
+        with self._tx() as tx:
+            row = tx.one(
+                f"UPDATE incidents SET delivery_state = 'sending', delivery_lease_until = ?, delivery_owner = ?"
+                f" WHERE id = (SELECT id FROM incidents WHERE (delivery_state = 'pending' OR (delivery_state = 'sending'"
+                f" AND delivery_lease_until < ?)){only} ORDER BY id LIMIT 1{skip}) RETURNING id",
+                [params[0], _owner(), *params[1:]])
+        return self.get_incident(int(row["id"])) if row else None
+
+    def record_delivery(self, incident_id: int, deliveries: Sequence[DeliveryRow] | Sequence[Any],
+                        now: float | None = None) -> None:
+        """Store the outcome of one post-back round and close it (rows: target, ok, status_code, attempts, error)."""
+        ts = _now(now)
+        with self._tx() as tx:
+            for d in deliveries:
+                tx.run("INSERT INTO deliveries (incident_id, target, ok, status_code, attempts, error, at)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (incident_id, d.target, 1 if d.ok else 0, d.status_code, d.attempts, d.error, ts))
+            tx.run("UPDATE incidents SET delivery_state = 'done', delivery_lease_until = NULL, delivery_owner = NULL"
+                   " WHERE id = ?", (incident_id,))
+
+    def list_deliveries(self, incident_id: int) -> list[DeliveryRow]:
+        rows = self._read().rows("SELECT incident_id, target, ok, status_code, attempts, error, at FROM deliveries"
+                                 " WHERE incident_id = ? ORDER BY id", (incident_id,))
+        return [DeliveryRow(int(r["incident_id"]), r["target"], bool(r["ok"]), r["status_code"], int(r["attempts"]),
+                            r["error"], float(r["at"])) for r in rows]
+
+    # -- feedback ----------------------------------------------------------------------------------------
+    def add_feedback(self, fb: FeedbackRecord) -> None:
+        created = fb.created_at.timestamp() if fb.created_at else time.time()
+        with self._tx() as tx:
+            tx.run("INSERT INTO feedback (incident_id, verdict, cause, actual, username, platform, created_at)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (fb.incident_id, fb.verdict, fb.cause, fb.actual, fb.user, fb.platform, created))
+
+    def list_feedback(self) -> list[FeedbackRecord]:
+        rows = self._read().rows("SELECT * FROM feedback ORDER BY id")
+        return [FeedbackRecord(incident_id=int(r["incident_id"]), verdict=r["verdict"], cause=r["cause"],
+                               actual=r["actual"], user=r["username"], platform=r["platform"],
+                               created_at=_dt(float(r["created_at"]))) for r in rows]
+
+    # -- metrics -----------------------------------------------------------------------------------------
+    def counts(self, now: float | None = None) -> dict[str, Any]:
+        """Rows per status (``/metrics``, ``/healthz``); ``queue_depth`` is what the worker still has to do."""
+        rd = self._read()
+        req = {r["status"]: int(r["n"]) for r in rd.rows("SELECT status, COUNT(*) AS n FROM requests GROUP BY status")}
+        inc = {r["status"]: int(r["n"]) for r in rd.rows("SELECT status, COUNT(*) AS n FROM incidents GROUP BY status")}
+        dl = rd.one("SELECT COUNT(*) AS n FROM incidents WHERE delivery_state IN ('pending', 'sending')")
+        return {"requests": req, "incidents": inc, "queue_depth": req.get("pending", 0) + req.get("processing", 0),
+                "deliveries_pending": int(dl["n"]) if dl else 0}
+
+
+DRAFT_CONTENT_TYPE = "application/vnd.diagnose.incident-draft+json"
+
+
+class _LeaseLost(Exception):
+    pass
+
+
+def _iso_dt(d: datetime | None) -> str | None:
+    return d.isoformat() if d is not None else None
+
+
+def _request(r: dict[str, Any]) -> StoredRequest:
+    return StoredRequest(
+        id=int(r["id"]), source=r["source"], dedup_key=r["dedup_key"],
+        duplicate_of=int(r["duplicate_of"]) if r["duplicate_of"] is not None else None,
+        received_at=float(r["received_at"]), headers=json.loads(r["headers"] or "{}"), body=r["body"] or "",
+        status=r["status"], attempts=int(r["attempts"]), next_attempt_at=float(r["next_attempt_at"]),
+        lease_until=float(r["lease_until"]) if r["lease_until"] is not None else None,
+        claim_token=r["claim_token"], error=r["error"],
+        finished_at=float(r["finished_at"]) if r["finished_at"] is not None else None)
+
+
+def _incident(r: dict[str, Any]) -> IncidentRecord:
+    return IncidentRecord(
+        id=int(r["id"]), source=r["source"], external_id=r["external_id"], title=r["title"], text=r["text"] or "",
+        hosts=json.loads(r["hosts"]), devices=json.loads(r["devices"]),
+        ports=[PortRef(**p) for p in json.loads(r["ports"])], job_id=r["job_id"],
+        starts_at=r["starts_at"], ends_at=r["ends_at"], labels=json.loads(r["labels"]), status=r["status"],
+        created_at=_dt(float(r["created_at"])), updated_at=_dt(float(r["updated_at"])),
+        diagnosis=json.loads(r["diagnosis"]) if r["diagnosis"] else None, error=r["error"],
+        group_key=r["group_key"], alert_count=int(r["alert_count"]))
+
+
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+
+def _redact(url: str) -> str:
+    """A database URL without its password, for messages and logs."""
+    return _PASSWORD.sub(r"\1***@", url)
+
+
+def open_store(url: str) -> SqlStore:
+    """Open ``sqlite:///path.db`` or ``postgresql://...``, creating or migrating the schema."""
+    store = SqlStore(url)
+    try:
+        store.migrate()
+    except StoreError:
+        store.close()
+        raise
+    except Exception as exc:
+        store.close()
+        raise StoreError(f"cannot open the store {_redact(url)}: {exc.__class__.__name__}: {exc}") from exc
+    log.info("store_opened", backend=store.backend, url=_redact(url), schema_version=SCHEMA_VERSION)
+    return store
