@@ -160,21 +160,28 @@ def parse_bytes_bulk(data: bytes, source: str, host: str | None = None) -> Parse
 # (one port, one snapshot) with a value and a line-number column per counter: the ``PortCounterWide`` frame.
 
 BULK_MIN_CHARS = 1 << 20  # smaller captures give one PortCounter record per value (the line parser)
-_MAX_NAME = 40
+_MAX_NAME = 32  # the longest PMA counter name is 28 characters
+_FAST_HDR = re.compile(rb"# Port (extended )?counters: Lid (\d+) port (\d+)(?: \([^)\n]*\))?[ \t]*$")
+_FAST_CMD = re.compile(rb"\$ perfquery (?:.*?(?:^|\s)(?:-G|--Guid)(?:\s+|=)(0x[0-9A-Fa-f]{1,16}\b|[0-9A-Fa-f]{16}\b))?")
 _MAX_DIGITS = 20
 _POW10 = np.array([10 ** i for i in range(_MAX_DIGITS)], dtype=np.uint64)
 
 
-def _name_keys(a: np.ndarray, starts: np.ndarray, nlen: np.ndarray, picks: tuple[int, ...]) -> np.ndarray:
-    """A 64-bit key from the name's length and bytes at a few positions (negative: from the end)."""
-    key = nlen.astype(np.uint64) << np.uint64(56)
-    n = len(a)
-    for shift, j in zip((48, 40, 32, 24, 16, 8, 0), picks, strict=True):
-        pos = starts + j if j >= 0 else starts + nlen + j
-        ok = (pos >= starts) & (pos < starts + nlen)
-        b = np.where(ok, a[np.clip(pos, 0, n - 1)], 0).astype(np.uint64)
-        key |= b << np.uint64(shift)
-    return key
+def _name_words(data: bytes, starts: np.ndarray, nlen: np.ndarray) -> list[np.ndarray]:
+    """Every byte of names up to 32 long as four 64-bit words (bytes past the name zeroed): an exact identity.
+
+    Read through one unaligned, byte-strided uint64 view of the buffer: word ``k`` of a name is the 8 bytes at
+    ``start + 8k`` (little-endian), masked to the name's length."""
+    padded = data + b"\0" * 8
+    view = np.ndarray(shape=(len(data) + 1,), dtype="<u8", buffer=padded, offset=0, strides=(1,))
+    out = []
+    for k in range(_MAX_NAME // 8):
+        left = np.clip(nlen - 8 * k, 0, 8)
+        w = view[np.minimum(starts + 8 * k, len(data))]
+        mask = np.where(left >= 8, np.uint64(0xFFFFFFFFFFFFFFFF),
+                        (np.uint64(1) << (left.astype(np.uint64) * np.uint64(8))) - np.uint64(1))
+        out.append(w & mask)
+    return out
 
 
 def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record], problems: list[str]) -> bool:
@@ -211,15 +218,16 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     # trailing digits: the value
     val = np.zeros(len(kv_idx), dtype=np.uint64)
     ndig = np.zeros(len(kv_idx), dtype=np.int64)
-    alive = np.ones(len(kv_idx), dtype=bool)
+    cur = np.arange(len(kv_idx))  # rows whose digit run is still going: most values are one digit long
     for j in range(1, _MAX_DIGITS + 1):
-        pos = en - j
+        pos = en[cur] - j
         b = a[np.clip(pos, 0, n - 1)]
-        alive &= (pos > c) & (b >= 48) & (b <= 57)
-        if not alive.any():
+        ok = (pos > c[cur]) & (b >= 48) & (b <= 57)
+        cur, b = cur[ok], b[ok]
+        if not len(cur):
             break
-        ndig += alive
-        val += np.where(alive, (b.astype(np.uint64) - np.uint64(48)) * _POW10[j - 1], np.uint64(0))
+        ndig[cur] += 1
+        val[cur] += (b.astype(np.uint64) - np.uint64(48)) * _POW10[j - 1]
     before = a[np.clip(en - ndig - 1, 0, n - 1)]
     named = (nlen >= 1) & (nlen <= _MAX_NAME)
     numeric = (ndig > 0) & (before == 46) & named
@@ -227,14 +235,16 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
         return False  # beyond int64: let the line parser keep them exact
     # counter names, identified by a 64-bit key of a few bytes and checked against a second key
     nm_idx = kv_idx[named]
-    key1 = _name_keys(a, st[named], nlen[named], (0, 1, 4, 8, -1, -2, -5))
-    key2 = _name_keys(a, st[named], nlen[named], (2, 3, 6, 12, 16, -3, -9))
-    inv, uniq = pd.factorize(key1)
+    words = _name_words(data, st[named], nlen[named])
+    key = words[0] ^ (words[1] * np.uint64(0x9E3779B97F4A7C15)) ^ (words[2] * np.uint64(0xC2B2AE3D27D4EB4F)) \
+        ^ (words[3] * np.uint64(0x165667B19E3779F9)) ^ (nlen[named].astype(np.uint64) << np.uint64(57))
+    inv, uniq = pd.factorize(key)
     if len(uniq) > 512:
         return False  # not a counter dump's small vocabulary
     first_pos = np.empty(len(uniq), dtype=np.int64)
     first_pos[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)
-    if not np.array_equal(key2, key2[first_pos[inv]]):
+    rep = first_pos[inv]
+    if not all(np.array_equal(w, w[rep]) for w in words):
         return False  # two names share a key: do not guess
     names = [data[int(starts[i]):int(colon[i])].decode("ascii", errors="replace") for i in nm_idx[first_pos]]
     if not all(nm.isalnum() for nm in names):
@@ -258,18 +268,40 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     if len(sp_idx) > max(64, len(starts) // 4):
         return False  # a mixed capture rather than a dump: the line parser is the right tool
     state = _Machine(source, host, problems, records)
-    for i in sp_idx:
-        raw = data[int(starts[i]):int(ends[i])].decode("utf-8", errors="replace")
-        state.line(int(i) + 1, raw)
-    if not state.blocks:
+    fast_hdr, fast_cmd, header, close = _FAST_HDR.match, _FAST_CMD.match, state.header, state._close
+    for i, s0, e0 in zip(sp_idx.tolist(), starts[sp_idx].tolist(), ends[sp_idx].tolist(), strict=True):
+        raw_b = data[s0:e0]
+        lead = raw_b[:1]
+        # the two lines every block repeats take a short path; anything else goes through the full machine
+        if lead == b"#":
+            m = fast_hdr(raw_b)
+            if m is not None:
+                state.last_bad = None
+                header(i + 1, m.group(1) is not None, int(m.group(2)), int(m.group(3)))
+                continue
+        elif lead == b"$":
+            m = fast_cmd(raw_b)
+            if m is not None:
+                state.last_bad = None
+                close(i + 1)
+                g = m.group(1)
+                state.guid = None if g is None else state.norm(g.decode("ascii"))
+                continue
+        state.line(i + 1, raw_b.decode("utf-8", errors="replace"))
+    if not state.b_line:
         return False
     # counter lines -> the block open at that line
     closers = np.array(state.closer_lines, dtype=np.int64)
     closer_block = np.array(state.closer_block, dtype=np.int64)
 
+    # the block open at each line: the last closing line at or before it (a running count of closers)
+    mark = np.zeros(len(starts) + 1, dtype=np.int32)
+    mark[closers] = 1  # closers are distinct line numbers
+    last_closer = np.cumsum(mark) - 1
+    block_at = np.append(closer_block, -1)[np.where(last_closer >= 0, last_closer, len(closer_block))]
+
     def block_of(line_numbers: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(closers, line_numbers, side="right") - 1
-        return np.where(pos >= 0, closer_block[np.clip(pos, 0, max(len(closer_block) - 1, 0))], -1)
+        return block_at[line_numbers]
 
     lines1 = num_idx + 1
     blk = block_of(lines1)
@@ -278,8 +310,10 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     if orphan.any():
         problems.append(f"line {int(lines1[orphan][0])}: counter line before any perfquery header "
                         "(header missing or cut off)")
-    nb = len(state.blocks)
-    counts = np.bincount(plain_blk[plain_blk >= 0], minlength=nb) + np.array([b.counter_lines for b in state.blocks])
+    nb = len(state.b_line)
+    counts = np.bincount(plain_blk[plain_blk >= 0], minlength=nb)
+    for b, k in state.b_extra.items():
+        counts[b] += k
     keep = (blk >= 0) & (ccode >= 0)
     vals = np.full((nb, len(vocab)), -1, dtype=np.int64)
     lns = np.zeros((nb, len(vocab)), dtype=np.int64)
@@ -287,23 +321,23 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     lns[blk[keep], ccode[keep]] = lines1[keep]
     last_num = int(lines1[-1]) if len(lines1) else 0
     state.finish(counts, last_num)
-    bl = state.blocks
+    keys = state.b_key
     columns: dict[str, object] = {
         "source": np.full(nb, source, dtype=object),
-        "line": np.array([b.line for b in bl], dtype=np.int64),
-        "host": np.array([b.host for b in bl], dtype=object),
-        "lid": np.array([b.key[1] for b in bl], dtype=object),
-        "guid": np.array([b.key[3] for b in bl], dtype=object),
-        "port": np.array([b.key[2] for b in bl], dtype=object),
-        "extended": np.array([b.extended for b in bl], dtype=bool),
-        "snapshot": np.array([b.snapshot for b in bl], dtype=np.int64),
-        "timestamp": np.array([b.timestamp for b in bl], dtype=object),
+        "line": np.array(state.b_line, dtype=np.int64),
+        "host": np.array(state.b_host, dtype=object),
+        "lid": np.array([k[1] for k in keys], dtype=object),
+        "guid": np.array([k[3] for k in keys], dtype=object),
+        "port": np.array([k[2] for k in keys], dtype=object),
+        "extended": np.array([k[0] == "Port extended" for k in keys], dtype=bool),
+        "snapshot": np.array(state.b_snap, dtype=np.int64),
+        "timestamp": np.array(state.b_ts, dtype=object),
     }
     for k, cn in enumerate(vocab):
         columns[f"v:{cn}"] = vals[:, k]
         columns[f"l:{cn}"] = lns[:, k]
     records.append(ColumnBatch(
-        source=source, line=int(bl[0].line), text="", host=host, table="PortCounterWide", columns=columns,
+        source=source, line=int(state.b_line[0]), text="", host=host, table="PortCounterWide", columns=columns,
         line_columns=("line", *(f"l:{cn}" for cn in vocab)), lines=LineIndex(data, starts, ends),
     ))
     return True
@@ -317,17 +351,52 @@ class _Machine:
         self.guid: str | None = None
         self.timestamp: str | None = None
         self.seen: dict[tuple[str, int | None, int | None, str | None], int] = {}
-        self.blocks: list[_BulkBlock] = []
-        self.cur: _BulkBlock | None = None
+        # blocks, column-wise (one entry per block header)
+        self.b_key: list[tuple[str, int | None, int | None, str | None]] = []
+        self.b_line: list[int] = []
+        self.b_portid: list[str] = []
+        self.b_snap: list[int] = []
+        self.b_ts: list[str | None] = []
+        self.b_host: list[str | None] = []
+        self.b_extra: dict[int, int] = {}  # counter lines the state machine saw (non-numeric values), per block
+        self.cur: int | None = None
         self.closer_lines: list[int] = []
         self.closer_block: list[int] = []
         self.last_bad: tuple[int, str] | None = None
         self._guids: dict[str, str | None] = {}  # a switch's GUID repeats for each of its ports
 
+    def norm(self, g: str) -> str | None:
+        got = self._guids.get(g)
+        if got is None:
+            got = self._guids[g] = norm_guid(g)
+        return got
+
+    def header(self, n: int, attr: str | bool, lid: int | None, port_num: int, portid: str = "") -> None:
+        """A block header; ``attr`` True/False is the fast path's "Port extended"/"Port"."""
+        if attr is True or attr is False:
+            attr = "Port extended" if attr else "Port"
+        key = (attr, lid, None if port_num == ALL_PORTS else port_num, self.guid)
+        snap = self.seen.get(key, 0)
+        self.seen[key] = snap + 1
+        b = len(self.b_line)
+        self.b_key.append(key)
+        self.b_line.append(n)
+        self.b_portid.append(portid)
+        self.b_snap.append(snap)
+        self.b_ts.append(self.timestamp)
+        self.b_host.append(self.host)
+        self.closer_lines.append(n)
+        self.closer_block.append(b)
+        self.cur = b
+
+    def label(self, b: int) -> str:
+        lid, port = self.b_key[b][1], self.b_key[b][2]
+        return f"Lid {lid if lid is not None else self.b_portid[b]} port {ALL_PORTS if port is None else port}"
+
     def _close(self, n: int, block: int = -1) -> None:
         self.closer_lines.append(n)
         self.closer_block.append(block)
-        self.cur = self.blocks[block] if block >= 0 else None
+        self.cur = block if block >= 0 else None
 
     def line(self, n: int, line: str) -> None:
         stripped = line.strip()
@@ -338,11 +407,7 @@ class _Machine:
         if lead == "$" and stripped.startswith("$ perfquery "):  # the usual `$ perfquery -x -G <guid> <port>` echo
             self._close(n)
             gm = _GUID_ARG_RE.search(stripped)
-            if gm is None:
-                self.guid = None
-            else:
-                g = gm.group("guid")
-                self.guid = self._guids.get(g) or self._guids.setdefault(g, norm_guid(g))
+            self.guid = None if gm is None else self.norm(gm.group("guid"))
             return
         err = tool_error(line) if lead not in "#$" else None
         if err is not None:
@@ -351,18 +416,9 @@ class _Machine:
             return
         m = _HDR_RE.match(line) if lead == "#" else None
         if m:
-            attr = m.group("attr")
             lm = _LID_RE.search(m.group("portid"))
-            lid = int(lm.group("lid")) if lm else None
-            port_num = int(m.group("port"))
-            port = None if port_num == ALL_PORTS else port_num
-            key = (attr, lid, port, self.guid)
-            snap = self.seen.get(key, 0)
-            self.seen[key] = snap + 1
-            self.blocks.append(_BulkBlock(
-                key=key, line=n, label=f"Lid {lid if lid is not None else m.group('portid')} port {port_num}",
-                extended=attr == "Port extended", snapshot=snap, timestamp=self.timestamp, host=self.host))
-            self._close(n, len(self.blocks) - 1)
+            self.header(n, m.group("attr"), int(lm.group("lid")) if lm else None, int(m.group("port")),
+                        m.group("portid"))
             return
         ts = _timestamp(line)
         if ts is not None:
@@ -390,7 +446,7 @@ class _Machine:
         name, raw = m.group("name"), m.group("val")
         if self.cur is None:
             return  # an orphan counter line: reported with the numeric ones
-        self.cur.counter_lines += 1
+        self.b_extra[self.cur] = self.b_extra.get(self.cur, 0) + 1
         if canonical_counter(name) is None:
             return
         if not raw:
@@ -400,32 +456,23 @@ class _Machine:
 
     def finish(self, counts: np.ndarray, last_numeric_line: int) -> None:
         """The line parser's truncation check on the last block."""
-        if not self.blocks or self.cur is None or self.cur is not self.blocks[-1]:
+        nb = len(self.b_line)
+        if not nb or self.cur is None or self.cur != nb - 1:
             return
-        last = self.blocks[-1]
-        attr = last.key[0]
-        prev = [int(counts[i]) for i, b in enumerate(self.blocks[:-1]) if b.key[0] == attr]
-        expected = max(prev, default=0)
+        attr = self.b_key[-1][0]
+        same = np.array([k[0] == attr for k in self.b_key[:-1]], dtype=bool)
+        expected = int(counts[:-1][same].max()) if same.any() else 0
         mine = int(counts[-1])
+        label = self.label(nb - 1)
         if self.last_bad is not None and self.last_bad[0] > last_numeric_line:
-            self.problems.append(f"truncated: block for {last.label} ends early (line {self.last_bad[0]}: "
+            self.problems.append(f"truncated: block for {label} ends early (line {self.last_bad[0]}: "
                                  f"{self.last_bad[1]!r})")
         elif mine == 0:
-            self.problems.append(f"truncated: block for {last.label} ends early (no counters)")
+            self.problems.append(f"truncated: block for {label} ends early (no counters)")
         elif mine < expected:
-            self.problems.append(f"truncated: block for {last.label} ends early ({mine} of {expected} lines)")
+            self.problems.append(f"truncated: block for {label} ends early ({mine} of {expected} lines)")
 
 
-@dataclass
-class _BulkBlock:
-    key: tuple[str, int | None, int | None, str | None]  # (attribute, lid, port, guid)
-    line: int
-    label: str
-    extended: bool
-    snapshot: int
-    timestamp: str | None
-    host: str | None
-    counter_lines: int = 0
 
 
 @dataclass
