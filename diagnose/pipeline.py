@@ -102,6 +102,10 @@ def _run_bulk(mod: ModuleType, data: bytes, bf: BundleFile, ev: Evidence, proble
         log.warning("parser_failed", file=bf.path, format=mod.FORMAT, error=repr(exc))
         problems.append(f"{mod.FORMAT} parser failed: {exc.__class__.__name__}: {exc}")
         return 0
+    if bf.stream is not None and not bf.stream.gz:
+        for r in res.records:  # cite lines from the file on disk instead of holding all of its bytes
+            if isinstance(r, ColumnBatch) and r.lines is not None:
+                r.lines.detach(str(bf.stream.path))
     ev.records.extend(res.records)
     problems.extend(res.problems)
     ev.formats.add(mod.FORMAT)

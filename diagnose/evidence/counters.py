@@ -13,8 +13,8 @@ joins both into one series per (port, counter), computed once per run with numpy
 
 Counters that are zero in every snapshot of a port carry no information beyond "the port was read"; they are
 dropped from the series (the port still counts in :attr:`CounterTable.n_ports`), except the traffic and wait
-counters that ratios need and LinkDowned, whose standing still is evidence against a flapping link
-(:data:`ALWAYS`). On a 4,096-host fabric this keeps the table to the ports' data
+counters that ratios need (:data:`ALWAYS`); for LinkDowned, whose standing still is evidence against a
+flapping link, the quiet ports are counted (:attr:`CounterTable.quiet`). On a 4,096-host fabric this keeps the table to the ports' data
 counters instead of tens of millions of zeros.
 """
 
@@ -29,8 +29,10 @@ import pandas as pd
 from diagnose.models.diagnosis import EvidenceRef
 
 KEYS = ["host_k", "dev_k", "guid_k", "lid_k", "port_k"]
-ALWAYS = frozenset({"port_xmit_data", "port_rcv_data", "port_xmit_wait", "port_xmit_pkts", "port_rcv_pkts",
-                    "link_downed"})
+ALWAYS = frozenset({"port_xmit_data", "port_rcv_data", "port_xmit_wait"})
+# counters whose standing still on every port is itself evidence (LinkDowned not moving argues against a
+# flapping link): for bulk dumps the table counts those quiet ports instead of keeping a zero series for each
+QUIET = ("link_downed",)
 
 _EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
 _LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
@@ -78,6 +80,7 @@ class CounterTable:
     n_ports: int
     max_order: int
     clean_rows: list[int]  # a few symbol_error samples, for "all clean" evidence
+    quiet: dict[str, tuple[int, list[int]]]  # QUIET counter -> (ports read in 2+ snapshots, all zero; sample rows)
     _texts: np.ndarray  # text per sample, None where it is resolved from a line index
     _lines: np.ndarray  # LineIndex per sample (or None)
 
@@ -120,7 +123,7 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     long = long if long is not None and not long.empty else None
     wide = wide if wide is not None and not wide.empty else None
     if long is None and wide is None:
-        return CounterTable(pd.DataFrame(), pd.DataFrame(), 0, 0, [], np.array([], dtype=object),
+        return CounterTable(pd.DataFrame(), pd.DataFrame(), 0, 0, [], {}, np.array([], dtype=object),
                             np.array([], dtype=object))
     # port ids over both shapes
     key_parts = [k for k in (_keys(long) if long is not None else None, _keys(wide) if wide is not None else None)
@@ -160,6 +163,8 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
             parts[k].append(v)
 
     clean_marks: list[tuple[str, int]] = []
+    quiet_marks: dict[str, list[tuple[str, int]]] = {}
+    quiet_ports: dict[str, int] = {}
     if long is not None:
         n = n_long
         add(pid_long, long["counter"].astype(str).map(vidx).to_numpy(np.int64),
@@ -185,6 +190,17 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
             else:
                 nz = np.unique(pid_wide[v > 0])
                 keep = present & np.isin(pid_wide, nz) if len(nz) else np.zeros(len(v), dtype=bool)
+                if c in QUIET:
+                    # ports read in two or more snapshots whose counter never left zero
+                    zero = present & ~keep
+                    pairs = np.unique(np.stack([pid_wide[zero], o[zero]]), axis=1) if zero.any() else np.empty((2, 0))
+                    per_port = np.unique(pairs[0], return_counts=True)[1] if pairs.shape[1] else np.array([])
+                    quiet_ports[c] = int((per_port >= 2).sum())
+                    first = np.flatnonzero(zero)[:3]
+                    ln = wide[f"l:{c}"].to_numpy(np.int64)
+                    quiet_marks[c] = [(str(src[i]), int(ln[i])) for i in first]
+                    keep = keep.copy()
+                    keep[first] = True
                 if c == "symbol_error" and len(clean_marks) < 3:
                     first = np.flatnonzero(present)[: 3 - len(clean_marks)]
                     ln = wide[f"l:{c}"].to_numpy(np.int64)
@@ -232,10 +248,15 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     series["start"], series["end"] = starts, ends
     samples = pd.DataFrame({"source": cat["src"], "line": cat["line"], "host": cat["host"], "value": value,
                             "order": order, "pid": pid})
-    clean_rows: list[int] = []
-    for s, ln in clean_marks[:3]:
-        hit = np.flatnonzero((cat["line"] == ln) & (cat["src"] == s))
-        if len(hit):
-            clean_rows.append(int(hit[0]))
+    def rows_of(marks: list[tuple[str, int]]) -> list[int]:
+        found = []
+        for s, ln in marks[:3]:
+            hit = np.flatnonzero((cat["line"] == ln) & (cat["src"] == s))
+            if len(hit):
+                found.append(int(hit[0]))
+        return found
+
+    clean_rows = rows_of(clean_marks)
+    quiet = {c: (quiet_ports.get(c, 0), rows_of(quiet_marks.get(c, []))) for c in quiet_marks}
     return CounterTable(series=series, samples=samples, n_ports=len(ports), max_order=int(order.max()) if m else 0,
-                        clean_rows=clean_rows, _texts=cat["text"].astype(object), _lines=cat["li"])
+                        clean_rows=clean_rows, quiet=quiet, _texts=cat["text"].astype(object), _lines=cat["li"])

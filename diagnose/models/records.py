@@ -42,19 +42,36 @@ class LineIndex:
     """The raw lines of one bulk file, kept as bytes plus line offsets, so that the text of any line can be
     cited later without building a Python string for each of millions of lines up front."""
 
-    __slots__ = ("data", "starts", "ends", "first_line")
+    __slots__ = ("data", "starts", "ends", "first_line", "path")
 
-    def __init__(self, data: bytes, starts: object, ends: object, first_line: int = 1) -> None:
+    def __init__(self, data: bytes | None, starts: object, ends: object, first_line: int = 1) -> None:
         self.data = data
-        self.starts = starts  # numpy int64 arrays: byte offsets of each line's start and end (exclusive)
+        self.starts = starts  # numpy arrays: byte offsets of each line's start and end (exclusive)
         self.ends = ends
         self.first_line = first_line
+        self.path: str | None = None
+
+    def detach(self, path: str) -> None:
+        """Drop the bytes and read cited lines back from ``path`` (an uncompressed file on disk): a 4,096-host
+        counter dump is hundreds of MB, of which a few dozen lines are ever cited."""
+        self.path, self.data = path, None
 
     def text(self, line: int) -> str:
         i = int(line) - self.first_line
         if i < 0 or i >= len(self.starts):  # type: ignore[arg-type]
             return ""
-        raw = self.data[int(self.starts[i]):int(self.ends[i])]  # type: ignore[index]
+        lo, hi = int(self.starts[i]), int(self.ends[i])  # type: ignore[index]
+        if self.data is not None:
+            raw = self.data[lo:hi]
+        elif self.path is not None:
+            try:
+                with open(self.path, "rb") as fh:
+                    fh.seek(lo)
+                    raw = fh.read(hi - lo)
+            except OSError:
+                return ""
+        else:
+            return ""
         return clip(raw.decode("utf-8", errors="replace"))
 
 

@@ -167,6 +167,12 @@ _MAX_DIGITS = 20
 _POW10 = np.array([10 ** i for i in range(_MAX_DIGITS)], dtype=np.uint64)
 
 
+def _find_byte(a: np.ndarray, value: int, chunk: int = 1 << 24) -> np.ndarray:
+    """Offsets of one byte value, scanned in chunks (no full-size boolean mask of a 200 MB buffer)."""
+    parts = [np.flatnonzero(a[i:i + chunk] == value) + i for i in range(0, len(a), chunk)]
+    return np.concatenate(parts) if parts else np.array([], dtype=np.int64)
+
+
 def _name_words(data: bytes, starts: np.ndarray, nlen: np.ndarray) -> list[np.ndarray]:
     """Every byte of names up to 32 long as four 64-bit words (bytes past the name zeroed): an exact identity.
 
@@ -190,8 +196,9 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
         return False
     a = np.frombuffer(data, dtype=np.uint8)
     n = len(a)
-    nl = np.flatnonzero(a == 10)
-    starts = np.empty(len(nl) + 1, dtype=np.int64)
+    pos_t = np.int32 if n < (1 << 31) - 64 else np.int64  # byte offsets: half the memory below 2 GiB
+    nl = _find_byte(a, 10).astype(pos_t)
+    starts = np.empty(len(nl) + 1, dtype=pos_t)
     starts[0] = 0
     starts[1:] = nl + 1
     ends = np.empty_like(starts)
@@ -199,26 +206,29 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     ends[-1] = n
     ends -= (ends > starts) & (a[np.clip(ends - 1, 0, n - 1)] == 13)
     length = ends - starts
-    first = np.where(length > 0, a[np.clip(starts, 0, n - 1)], 0)
+    first = np.where(length > 0, a[np.clip(starts, 0, n - 1)], np.uint8(0))
     # the first colon of every line
-    cp = np.flatnonzero(a == 58)
-    colon = np.full(len(starts), -1, dtype=np.int64)
+    cp = _find_byte(a, 58)
+    colon = np.full(len(starts), -1, dtype=pos_t)
     if len(cp):
         li = np.searchsorted(starts, cp, side="right") - 1
         first_of_line = np.ones(len(li), dtype=bool)
         first_of_line[1:] = li[1:] != li[:-1]
         colon[li[first_of_line]] = cp[first_of_line]
+        del li, first_of_line
+    del cp, nl
     kv = (first >= 65) & (first <= 90) & (colon > 0)
     kv &= (colon + 1 < ends) & (a[np.clip(colon + 1, 0, n - 1)] == 46)  # `Name:.` : the dotted padding
-    kv_idx = np.flatnonzero(kv)
+    kv_idx = np.flatnonzero(kv).astype(pos_t)
+    del kv
     c = colon[kv_idx]
     st = starts[kv_idx]
     en = ends[kv_idx]
     nlen = c - st
     # trailing digits: the value
     val = np.zeros(len(kv_idx), dtype=np.uint64)
-    ndig = np.zeros(len(kv_idx), dtype=np.int64)
-    cur = np.arange(len(kv_idx))  # rows whose digit run is still going: most values are one digit long
+    ndig = np.zeros(len(kv_idx), dtype=np.int8)
+    cur = np.arange(len(kv_idx), dtype=pos_t)  # rows whose digit run is still going: most values are one digit long
     for j in range(1, _MAX_DIGITS + 1):
         pos = en[cur] - j
         b = a[np.clip(pos, 0, n - 1)]
@@ -229,6 +239,7 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
         ndig[cur] += 1
         val[cur] += (b.astype(np.uint64) - np.uint64(48)) * _POW10[j - 1]
     before = a[np.clip(en - ndig - 1, 0, n - 1)]
+    del en, cur
     named = (nlen >= 1) & (nlen <= _MAX_NAME)
     numeric = (ndig > 0) & (before == 46) & named
     if (numeric & (ndig >= 19) & (val >= np.uint64(1 << 63))).any():
@@ -244,7 +255,9 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     first_pos = np.empty(len(uniq), dtype=np.int64)
     first_pos[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)
     rep = first_pos[inv]
-    if not all(np.array_equal(w, w[rep]) for w in words):
+    exact = all(np.array_equal(w, w[rep]) for w in words)
+    del words, key, rep
+    if not exact:
         return False  # two names share a key: do not guess
     names = [data[int(starts[i]):int(colon[i])].decode("ascii", errors="replace") for i in nm_idx[first_pos]]
     if not all(nm.isalnum() for nm in names):
@@ -261,6 +274,7 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     num_idx = nm_idx[num_named]
     ccode = ccode_named[num_named]
     val = val[named][num_named]
+    del c, st, nlen, ndig, before, numeric, named, ccode_named, plain_named, num_named, inv
     special = np.ones(len(starts), dtype=bool)
     special[plain_idx] = False
     special &= length > 0
@@ -316,7 +330,7 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
         counts[b] += k
     keep = (blk >= 0) & (ccode >= 0)
     vals = np.full((nb, len(vocab)), -1, dtype=np.int64)
-    lns = np.zeros((nb, len(vocab)), dtype=np.int64)
+    lns = np.zeros((nb, len(vocab)), dtype=np.int32 if len(starts) < (1 << 31) - 1 else np.int64)
     vals[blk[keep], ccode[keep]] = val[keep].astype(np.int64)
     lns[blk[keep], ccode[keep]] = lines1[keep]
     last_num = int(lines1[-1]) if len(lines1) else 0

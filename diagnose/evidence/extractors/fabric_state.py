@@ -195,18 +195,20 @@ def _link_downed(ctx: Context) -> list[Finding]:
     if t.empty:
         return []
     ld = t[(t["counter"] == "link_downed") & (t["snaps"] > 1)]
-    if ld.empty:
+    quiet_ports, quiet_rows = frame.quiet.get("link_downed", (0, []))  # bulk dumps: ports that stayed at zero
+    if ld.empty and not quiet_ports:
         return []
     rising = ld[ld["inc"] > 0]
     out: list[Finding] = []
     if rising.empty:
         nz = ld[ld["last"] > 0]
+        rows = [r for a, b in zip(ld["start"], ld["end"], strict=True) for r in _rows(a, b)][:3] or quiet_rows
         out.append(finding(
             "link_downed_stable",
-            f"LinkDownedCounter did not move between snapshots on {len(ld)} port(s)"
+            f"LinkDownedCounter did not move between snapshots on {len(ld) + quiet_ports} port(s)"
             + (f" (highest value {int(nz['last'].max())}, old events)" if not nz.empty else "") + ".",
-            frame.frame([r for a, b in zip(ld["start"], ld["end"], strict=True) for r in _rows(a, b)][:3]),
-            attrs={"ports": len(ld), "max_value": int(ld["last"].max())},
+            frame.frame(rows),
+            attrs={"ports": len(ld) + quiet_ports, "max_value": int(ld["last"].max()) if not ld.empty else 0},
         ))
         return out
     # both ends of one cable rising: match rising ports against FabricLink ends (by GUID or LID, and port)

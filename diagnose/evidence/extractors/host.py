@@ -28,18 +28,22 @@ def shm(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     fs = ctx.frame("Filesystem")
     if not fs.empty:
-        sel = fs[fs["mount"] == "/dev/shm"]
+        sel = fs[(fs["mount"] == "/dev/shm") & fs["size_bytes"].notna()]
+        # per host, the smallest /dev/shm another host of the bundle has: a roomy /dev/shm on one host says
+        # nothing about a full one on another
+        sizes = {str(h): float(v) for h, v in sel.groupby(sel["host"].fillna(""))["size_bytes"].min().items()}
         for _, row in sel.sort_values(["host", "source"], na_position="first").iterrows():
             size = row["size_bytes"]
-            if size is None or pd.isna(size):
-                continue
             mib = round(float(size) / 1048576, 1)
+            hk = sval(row["host"]) or ""
+            others = [v for h, v in sizes.items() if h != hk]
             out.append(finding(
                 "shm_size",
                 f"/dev/shm is {mib:g} MiB{' on ' + str(row['host']) if sval(row['host']) else ''}"
                 + (f", {int(row['use_pct'])}% used" if pd.notna(row.get("use_pct")) else "") + ".",
                 pd.DataFrame([row]), Location(host=sval(row["host"])),
-                {"size_mib": mib, "use_pct": int(row["use_pct"]) if pd.notna(row.get("use_pct")) else None},
+                {"size_mib": mib, "use_pct": int(row["use_pct"]) if pd.notna(row.get("use_pct")) else None,
+                 "others_smaller": bool(others) and min(others) < float(size)},
             ))
     msgs = ctx.messages
     if not msgs.empty:
@@ -61,15 +65,22 @@ def memlock(ctx: Context) -> list[Finding]:
     lim = ctx.frame("Limit")
     if not lim.empty:
         sel = lim[(lim["flag"] == "-l") | lim["name"].str.contains("locked", case=False, na=False)]
+        # per host, its lowest limit (unlimited = infinite): an unlimited host says nothing about a low one
+        lows: dict[str, float] = {}
+        for h, unl, v in zip(sel["host"].fillna(""), sel["unlimited"], sel["value"], strict=True):
+            cur = float("inf") if bool(unl) or pd.isna(v) else float(v)
+            lows[str(h)] = min(lows.get(str(h), float("inf")), cur)
         for _, row in sel.sort_values(["host", "source"], na_position="first").iterrows():
             unl = bool(row["unlimited"])
             kib = None if unl or pd.isna(row["value"]) else int(row["value"])
+            mine = float("inf") if kib is None else float(kib)
+            others = [v for h, v in lows.items() if h != (sval(row["host"]) or "")]
             out.append(finding(
                 "memlock_limit",
                 f"max locked memory is {'unlimited' if unl else str(kib) + ' KiB'}"
                 f"{' on ' + str(row['host']) if sval(row['host']) else ''}.",
                 pd.DataFrame([row]), Location(host=sval(row["host"])),
-                {"unlimited": unl, "kib": kib},
+                {"unlimited": unl, "kib": kib, "others_lower": bool(others) and min(others) < mine},
             ))
     msgs = ctx.messages
     if not msgs.empty:

@@ -527,6 +527,15 @@ def _nccl_gpu_nics(ctx: Context, ngpus: dict[str, int]) -> dict[str, dict[int, t
     return res
 
 
+def _ports_down(ctx: Context) -> set[tuple[str, str]]:
+    """(host, HCA device) of ports ibstat/ibv_devinfo show as not Active (Down, Polling, Init)."""
+    ports = ctx.frame("IbPort")
+    if ports.empty or "state" not in ports:
+        return set()
+    bad = ports[ports["state"].notna() & (ports["state"] != "Active")]
+    return {(str(h), str(d)) for h, d in zip(_hostk(bad), bad["device"], strict=True)}
+
+
 def _hca_allows(spec: str, nic: str) -> bool:
     """Does ``NCCL_IB_HCA=<spec>`` let NCCL use ``nic``? A leading ``^`` excludes, a leading ``=`` asks for
     exact names, otherwise each entry is a name prefix (``mlx5`` matches every ``mlx5_N``)."""
@@ -553,6 +562,7 @@ def gpu_nic_affinity(ctx: Context) -> list[Finding]:
     near_used = 0
     by_design: list[tuple[str, int, str]] = []
     single_host_usage = len(usage) == 1 and len(topo) == 1
+    down = _ports_down(ctx)
     for host, gpus in sorted(topo.items()):
         use = usage.get(host) or (next(iter(usage.values())) if single_host_usage else {})
         far_rows: list[pd.Series] = []
@@ -560,7 +570,9 @@ def gpu_nic_affinity(ctx: Context) -> list[Finding]:
         excluded = False
         for gpu, nics in sorted(gpus.items()):
             best = min(r for r, _, _ in nics.values())
-            near = sorted(n for n, (r, _, _) in nics.items() if r <= _NEAR)
+            # a near NIC whose port is down cannot carry the GPU's traffic: NCCL going to the next NIC is then
+            # the port's fault (link.port_down), not a placement choice
+            near = sorted(n for n, (r, _, _) in nics.items() if r <= _NEAR and (host, n) not in down)
             if best > _NEAR:
                 by_design.append((host, gpu, min(nics.values(), key=lambda t: t[0])[1]))
             used, chrows = use.get(gpu, (set(), None))
