@@ -81,36 +81,55 @@ class CounterTable:
     max_order: int
     clean_rows: list[int]  # a few symbol_error samples, for "all clean" evidence
     quiet: dict[str, tuple[int, list[int]]]  # QUIET counter -> (ports read in 2+ snapshots, all zero; sample rows)
-    _texts: np.ndarray  # text per sample, None where it is resolved from a line index
-    _lines: np.ndarray  # LineIndex per sample (or None)
+    _sources: list[str]  # samples reference sources, hosts, line indexes and texts by code (compact at scale)
+    _src: np.ndarray
+    _hosts: list[object]
+    _host: np.ndarray
+    _liners: list[object]
+    _li: np.ndarray
+    _long_texts: np.ndarray  # texts of record-per-value samples; bulk samples are read from their line index
+    _txt: np.ndarray
+    _resolved: dict[int, str]
 
     @property
     def empty(self) -> bool:
         return self.n_ports == 0
 
     def text(self, i: int) -> str:
-        t = self._texts[i]
-        if t is None:
-            li = self._lines[i]
-            t = li.text(int(self._line_no[i])) if li is not None else ""
-            self._texts[i] = t
-        return str(t)
+        got = self._resolved.get(i)
+        if got is None:
+            t = int(self._txt[i])
+            if t >= 0:
+                got = str(self._long_texts[t])
+            else:
+                li = self._liners[int(self._li[i])] if int(self._li[i]) >= 0 else None
+                got = li.text(int(self._line_no[i])) if li is not None else ""  # type: ignore[attr-defined]
+            self._resolved[i] = got
+        return got
 
     @property
     def _line_no(self) -> np.ndarray:
         return self.samples["line"].to_numpy()
 
+    def source(self, i: int) -> str:
+        return self._sources[int(self._src[i])]
+
+    def host(self, i: int) -> object:
+        h = int(self._host[i])
+        return self._hosts[h] if h >= 0 else None
+
     def frame(self, rows: list[int] | np.ndarray) -> pd.DataFrame:
         """The samples at ``rows`` with their text: what ``finding(...)`` cites."""
         rows = [int(r) for r in rows]
-        sel = self.samples.iloc[rows][["source", "line", "host"]].copy()
-        sel["text"] = [self.text(r) for r in rows]
-        return sel
+        line = self._line_no
+        return pd.DataFrame({"source": [self.source(r) for r in rows], "line": [int(line[r]) for r in rows],
+                             "host": [self.host(r) for r in rows], "text": [self.text(r) for r in rows]},
+                            index=rows)
 
     def refs(self, rows: list[int] | np.ndarray, kind: str, limit: int = 4) -> list[EvidenceRef]:
         rows = [int(r) for r in rows][-limit:]
-        src, line = self.samples["source"].to_numpy(), self._line_no
-        return [EvidenceRef(file=str(src[r]), line=int(line[r]), text=self.text(r), finding=kind) for r in rows]
+        line = self._line_no
+        return [EvidenceRef(file=self.source(r), line=int(line[r]), text=self.text(r), finding=kind) for r in rows]
 
     @staticmethod
     def rows(start: int, end: int) -> list[int]:
@@ -123,8 +142,9 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     long = long if long is not None and not long.empty else None
     wide = wide if wide is not None and not wide.empty else None
     if long is None and wide is None:
-        return CounterTable(pd.DataFrame(), pd.DataFrame(), 0, 0, [], {}, np.array([], dtype=object),
-                            np.array([], dtype=object))
+        nothing = np.array([], dtype=np.int64)
+        return CounterTable(pd.DataFrame(), pd.DataFrame(), 0, 0, [], {}, [], nothing, [], nothing, [], nothing,
+                            np.array([], dtype=object), nothing, {})
     # port ids over both shapes
     key_parts = [k for k in (_keys(long) if long is not None else None, _keys(wide) if wide is not None else None)
                  if k is not None]
@@ -155,12 +175,35 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     vocab = sorted(set(vocab))
     vidx = {c: i for i, c in enumerate(vocab)}
     parts: dict[str, list[np.ndarray]] = {k: [] for k in
-                                          ("pid", "code", "value", "line", "order", "ts", "ext", "src", "text", "li",
+                                          ("pid", "code", "value", "line", "order", "ts", "ext", "src", "txt", "li",
                                            "host")}
 
-    def add(pid, code, value, line, order, ts, ext, src, text, li, host) -> None:  # type: ignore[no-untyped-def]
-        for k, v in zip(parts, (pid, code, value, line, order, ts, ext, src, text, li, host), strict=True):
+    def add(pid, code, value, line, order, ts, ext, src, txt, li, host) -> None:  # type: ignore[no-untyped-def]
+        for k, v in zip(parts, (pid, code, value, line, order, ts, ext, src, txt, li, host), strict=True):
             parts[k].append(v)
+
+    # sources, hosts and line indexes by code, over both shapes
+    src_all = pd.concat([df["source"].astype(str) for df in (long, wide) if df is not None], ignore_index=True)
+    src_codes_all, sources = pd.factorize(src_all, sort=True)
+    host_all = pd.concat([df["host"].astype(object) for df in (long, wide) if df is not None], ignore_index=True)
+    host_codes_all, hosts = pd.factorize(host_all, sort=True)  # None -> -1
+    liners: list[object] = []
+    li_wide = np.full(len(wide) if wide is not None else 0, -1, dtype=np.int32)
+    if wide is not None and "_lines" in wide:
+        ids: dict[int, int] = {}
+        col = wide["_lines"].to_numpy(object)
+        # one LineIndex per file: the batches are contiguous runs of rows
+        obj_id = np.fromiter((id(x) for x in col), dtype=np.int64, count=len(col))
+        change = np.flatnonzero(np.r_[True, obj_id[1:] != obj_id[:-1]])
+        bounds = np.append(change, len(col))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            obj = col[a]
+            if obj is None:
+                continue
+            k = ids.setdefault(id(obj), len(liners))
+            if k == len(liners):
+                liners.append(obj)
+            li_wide[a:b] = k
 
     clean_marks: list[tuple[str, int]] = []
     quiet_marks: dict[str, list[tuple[str, int]]] = {}
@@ -170,16 +213,14 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
         add(pid_long, long["counter"].astype(str).map(vidx).to_numpy(np.int64),
             pd.to_numeric(long["value"], errors="coerce").to_numpy(np.float64),
             long["line"].to_numpy(np.int64), order_all[:n], ts_all[:n], long["extended"].fillna(False).to_numpy(bool),
-            long["source"].astype(str).to_numpy(object), long["text"].astype(object).to_numpy(),
-            np.full(n, None, dtype=object), long["host"].astype(object).to_numpy())
+            src_codes_all[:n], np.arange(n), np.full(n, -1, dtype=np.int32), host_codes_all[:n])
         se = long[long["counter"] == "symbol_error"].sort_values(["source", "line"], kind="stable").head(3)
         clean_marks += list(zip(se["source"].astype(str), se["line"].astype(int), strict=True))
     if wide is not None:
         o, t = order_all[n_long:], ts_all[n_long:]
         src = wide["source"].astype(str).to_numpy(object)
-        host = wide["host"].astype(object).to_numpy()
+        src_c, host_c = src_codes_all[n_long:], host_codes_all[n_long:]
         ext = wide["extended"].to_numpy(bool)
-        lis = wide["_lines"].to_numpy(object) if "_lines" in wide else np.full(len(wide), None, dtype=object)
         for c in vocab:
             if f"v:{c}" not in wide:
                 continue
@@ -211,11 +252,10 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
             if not len(idx):
                 continue
             add(pid_wide[idx], np.full(len(idx), vidx[c], dtype=np.int64), v[idx].astype(np.float64),
-                wide[f"l:{c}"].to_numpy(np.int64)[idx], o[idx], t[idx], ext[idx], src[idx],
-                np.full(len(idx), None, dtype=object), lis[idx], host[idx])
+                wide[f"l:{c}"].to_numpy(np.int64)[idx], o[idx], t[idx], ext[idx], src_c[idx],
+                np.full(len(idx), -1, dtype=np.int64), li_wide[idx], host_c[idx])
     cat = {k: np.concatenate(v) if v else np.array([]) for k, v in parts.items()}
-    src_code = pd.factorize(cat["src"], sort=True)[0] if len(cat["src"]) else np.array([], dtype=np.int64)
-    srt = np.lexsort((cat["line"], src_code, cat["order"], cat["code"], cat["pid"]))
+    srt = np.lexsort((cat["line"], cat["src"], cat["order"], cat["code"], cat["pid"]))  # sources coded in order
     cat = {k: v[srt] for k, v in cat.items()}
     pid, code, value, order = cat["pid"], cat["code"], cat["value"], cat["order"]
     m = len(pid)
@@ -246,12 +286,14 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     series["t0"], series["t1"] = t0, t1
     series["interval_s"] = t1 - t0
     series["start"], series["end"] = starts, ends
-    samples = pd.DataFrame({"source": cat["src"], "line": cat["line"], "host": cat["host"], "value": value,
-                            "order": order, "pid": pid})
+    samples = pd.DataFrame({"line": cat["line"], "value": value, "order": order, "pid": pid})
+    src_list = [str(x) for x in sources]
     def rows_of(marks: list[tuple[str, int]]) -> list[int]:
         found = []
         for s, ln in marks[:3]:
-            hit = np.flatnonzero((cat["line"] == ln) & (cat["src"] == s))
+            if s not in src_list:
+                continue
+            hit = np.flatnonzero((cat["line"] == ln) & (cat["src"] == src_list.index(s)))
             if len(hit):
                 found.append(int(hit[0]))
         return found
@@ -259,4 +301,7 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     clean_rows = rows_of(clean_marks)
     quiet = {c: (quiet_ports.get(c, 0), rows_of(quiet_marks.get(c, []))) for c in quiet_marks}
     return CounterTable(series=series, samples=samples, n_ports=len(ports), max_order=int(order.max()) if m else 0,
-                        clean_rows=clean_rows, quiet=quiet, _texts=cat["text"].astype(object), _lines=cat["li"])
+                        clean_rows=clean_rows, quiet=quiet, _sources=src_list, _src=cat["src"], _hosts=list(hosts),
+                        _host=cat["host"], _liners=liners, _li=cat["li"],
+                        _long_texts=long["text"].astype(object).to_numpy() if long is not None else
+                        np.array([], dtype=object), _txt=cat["txt"], _resolved={})
