@@ -178,7 +178,9 @@ def gather(
 ) -> Evidence:
     """Load, sniff, parse and extract findings. Raises BundleError only for unusable inputs."""
     limits = limits or LoadLimits()
-    files = load_inputs(paths, limits)
+    # no files at all is fine when there is a symptom (an alert or a chat question with no bundle yet): the
+    # text is then the only evidence; with neither, load_inputs explains what to pass
+    files = load_inputs(paths, limits) if paths or not (symptom and symptom.strip()) else []
     ev = Evidence()
     for i, bf in enumerate(files, 1):
         _parse_file(bf, ev, limits, progress)

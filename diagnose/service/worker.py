@@ -122,11 +122,8 @@ def symptom_of(incident: IncidentRecord) -> str:
 
 
 def triage_incident(paths: Sequence[Path], symptom: str, symptom_source: str, catalog: Any = None) -> Any:
-    """:func:`diagnose.pipeline.triage` on the evidence, or on the symptom text alone when there is none.
-
-    ``pipeline.triage`` raises BundleError for an empty input list, but an alert with no bundle still deserves the
-    diagnosis its text supports (``diagnose triage`` treats the symptom text as evidence the same way).
-    """
+    """:func:`diagnose.pipeline.triage` on the evidence, or on the symptom text alone when there is none or
+    none of it is usable (an alert with no bundle still deserves the diagnosis its text supports)."""
     from diagnose.bundle import BundleError
     from diagnose.pipeline import triage
 
@@ -135,50 +132,7 @@ def triage_incident(paths: Sequence[Path], symptom: str, symptom_source: str, ca
             return triage([str(p) for p in paths], symptom, symptom_source=symptom_source, catalog=catalog)
         except BundleError as exc:
             log.warning("evidence_unusable", error=str(exc))
-    return _symptom_only(symptom, symptom_source, catalog)
-
-
-def _symptom_only(symptom: str, symptom_source: str, catalog: Any) -> Any:
-    """``pipeline.gather`` + ``infer`` with zero files: the symptom text is the only evidence.
-
-    Mirrors the part of ``gather`` after the files are parsed; drop it once ``gather`` accepts no paths
-    when a symptom is given.
-    """
-    from diagnose.catalog.loader import load_catalog
-    from diagnose.engine import infer
-    from diagnose.evidence.context import Context, finding
-    from diagnose.evidence.extractors import all_extractors
-    from diagnose.evidence.frames import build_frames
-    from diagnose.models.diagnosis import Finding, Symptom
-    from diagnose.symptoms import FINDING_SYMPTOMS, from_text, text_records
-
-    symptoms: list[Symptom] = from_text(symptom, symptom_source) if symptom.strip() else []
-    records = text_records(symptom) if symptom.strip() else []
-    ctx = Context(frames=build_frames(records), formats=set())
-    raw: list[Finding] = []
-    for name, fn in all_extractors():
-        try:
-            raw.extend(fn(ctx))
-        except Exception as exc:  # noqa: BLE001 - the same tolerance as pipeline.gather
-            log.warning("extractor_failed", extractor=name, error=repr(exc))
-            raw.append(finding("extractor_failed", f"Extractor {name} failed: {exc.__class__.__name__}: {exc}",
-                               attrs={"extractor": name}))
-    raw.sort(key=lambda f: (f.kind, f.location.label(), [(e.file, e.line) for e in f.evidence[:1]], f.summary))
-    counts: dict[str, int] = {}
-    findings: list[Finding] = []
-    for f in raw:
-        counts[f.kind] = counts.get(f.kind, 0) + 1
-        findings.append(f.model_copy(update={"id": f"{f.kind}#{counts[f.kind]}"}))
-    seen = {s.kind for s in symptoms}
-    for f in findings:
-        kind = FINDING_SYMPTOMS.get(f.kind)
-        if f.kind == "busbw_measured" and f.attrs.get("ratio") is not None and float(f.attrs["ratio"] or 1) < 0.6:
-            kind = "collective_slow"
-        if kind and kind not in seen and f.evidence:
-            e = f.evidence[0]
-            symptoms.append(Symptom(kind=kind, text=f.summary, source=f"{e.file}:{e.line}"))  # type: ignore[arg-type]
-            seen.add(kind)
-    return infer(catalog or load_catalog(), findings, symptoms, set(), [])
+    return triage([], symptom, symptom_source=symptom_source, catalog=catalog)
 
 
 class _Heartbeat:
