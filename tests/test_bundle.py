@@ -84,3 +84,28 @@ def test_host_hint_from_folder_and_not_from_tool_folders(tmp_path: Path) -> None
     hints = {f.path: f.host_hint for f in load_inputs([tmp_path])}
     assert hints == {"gpu-a017/dmesg.txt": "gpu-a017", "dmesg_mlx5_core/x.log": None,
                      "positive-x1/ibstat.out": None, "node-3/logs/y.log": "node-3"}
+
+
+def test_name_shortcut_sniffs_every_fixture_file_like_the_full_round() -> None:
+    """The short way for well-named files (ibstat.txt, dmesg.txt...) must pick what asking every sniffer picks."""
+    from diagnose.bundle.sniff import HEAD_CHARS, _named_sure, sniff_file
+
+    root = Path(__file__).resolve().parents[1]
+    checked = shortcut_taken = 0
+    for p in sorted((root / "fixtures").rglob("*")) + sorted((root / "tests" / "data").rglob("*")):
+        if not p.is_file() or p.name in ("README.md", "expect.yaml", "truth.yaml"):
+            continue
+        raw = p.read_bytes()
+        if p.suffix == ".gz":
+            try:
+                raw = gzip.decompress(raw)
+            except OSError:
+                continue
+        if b"\0" in raw[:4096]:
+            continue
+        text = raw.decode("utf-8", errors="replace")
+        quick, full = sniff_file(p.name, text), sniff_file(p.name, text, shortcut=False)
+        assert quick.formats == full.formats, p
+        checked += 1
+        shortcut_taken += _named_sure(text[:HEAD_CHARS], p.name.lower()) is not None
+    assert checked > 300 and shortcut_taken > 50, (checked, shortcut_taken)
