@@ -29,8 +29,8 @@ class PortRef(_Closed):
     port: int | None = None
 
 
-class IncidentDraft(_Closed):
-    """What one normalizer makes of one payload (or of one alert group inside it)."""
+class _IncidentCore(_Closed):
+    """What an incident says, as a hook reads it from a payload and as the store keeps it."""
 
     source: Source
     external_id: str = Field(description="The source's own id or fingerprint; with source, the dedup key.")
@@ -43,26 +43,20 @@ class IncidentDraft(_Closed):
     starts_at: datetime | None = None
     ends_at: datetime | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+
+
+class IncidentDraft(_IncidentCore):
+    """What one normalizer makes of one payload (or of one alert group inside it)."""
+
     state: Literal["firing", "resolved", "open", "closed"] = "open"
     bundle_refs: list[str] = Field(default_factory=list, description="Bundle paths or attachment URLs named in the payload.")
     reply_to: dict[str, str] = Field(default_factory=dict, description="Where to post the result back (e.g. jira issue key, pagerduty incident id, url).")
 
 
-class IncidentRecord(_Closed):
+class IncidentRecord(_IncidentCore):
     """An incident as stored, with its processing state and (once done) its diagnosis JSON."""
 
     id: int
-    source: Source
-    external_id: str
-    title: str
-    text: str = ""
-    hosts: list[str] = Field(default_factory=list)
-    devices: list[str] = Field(default_factory=list)
-    ports: list[PortRef] = Field(default_factory=list)
-    job_id: str | None = None
-    starts_at: datetime | None = None
-    ends_at: datetime | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
     status: IncidentStatus = "open"
     created_at: datetime
     updated_at: datetime
