@@ -26,6 +26,7 @@ class Context:
     _fabric: object = None
     _fabric_built: bool = False
     _counters: object = None
+    cache: dict[str, object] = field(default_factory=dict)  # per-run results several extractors share
 
     def frame(self, name: str) -> pd.DataFrame:
         df = self.frames.get(name)

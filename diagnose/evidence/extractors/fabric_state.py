@@ -93,12 +93,17 @@ def _port_where(ctx: Context, host: str, dev: str, guid: str, lid: int, port: in
 def _node_desc(ctx: Context) -> dict[str, str]:
     """GUID -> the name an operator uses: the fabric model's short switch name ('leaf07') or 'host/mlx5_3'
     when a topology was built, else the raw node description."""
+    cached = ctx.cache.get("node_desc")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
     nodes = ctx.frame("FabricNode")
     if nodes.empty:
         return {}
     fab = ctx.fabric
-    return {str(g).lower(): (fab.name(str(g)) if fab is not None and str(g) in fab.graph else str(d))
-            for g, d in zip(nodes["guid"], nodes["description"], strict=True) if sval(d)}
+    out = {str(g).lower(): (fab.name(str(g)) if fab is not None and str(g) in fab.graph else str(d))
+           for g, d in zip(nodes["guid"], nodes["description"], strict=True) if sval(d)}
+    ctx.cache["node_desc"] = out
+    return out
 
 
 def _row_refs(table: CounterTable, rows: list[int], kind: str, limit: int = 4) -> list[EvidenceRef]:

@@ -135,20 +135,30 @@ def port_rates(ctx: Context) -> list[Finding]:
     return out
 
 
-def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], pd.Series], dict[str, pd.Series]]:
+def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], dict[str, object]], dict[str, dict[str, object]]]:
+    """HCA ports by (host, LID) (and ('*', LID)) and by port/node GUID: {"host", "device", "port", "lid"}.
+
+    Plain dicts built by zipping columns: a bundle with ibstat from every host of a 4,096-host job has 32k
+    ports, and this index is asked for by several extractors (cached on the context)."""
+    cached = ctx.cache.get("port_index")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
     ports = ctx.frame("IbPort")
-    by_lid: dict[tuple[str, int], pd.Series] = {}
-    by_guid: dict[str, pd.Series] = {}
-    if ports.empty:
-        return by_lid, by_guid
-    for _, row in ports.iterrows():
-        if val(row.get("lid")):
-            by_lid[(sval(row["host"]) or "", int(row["lid"]))] = row
-            by_lid.setdefault(("*", int(row["lid"])), row)
-        for g in ("port_guid", "node_guid"):
-            guid = sval(row.get(g))
-            if guid and guid.strip("0x"):  # all-zero GUIDs (Down RoCE ports) identify nothing
-                by_guid.setdefault(str(row[g]).lower(), row)
+    by_lid: dict[tuple[str, int], dict[str, object]] = {}
+    by_guid: dict[str, dict[str, object]] = {}
+    if not ports.empty:
+        cols = {c: ports[c].to_numpy(object) if c in ports else [None] * len(ports)
+                for c in ("host", "device", "port", "lid", "port_guid", "node_guid")}
+        for host, device, port, lid, pg, ng in zip(*cols.values(), strict=True):
+            info = {"host": host, "device": device, "port": port, "lid": lid}
+            lid_v = val(lid)
+            if lid_v:
+                by_lid[(sval(host) or "", int(lid_v))] = info  # type: ignore[call-overload]
+                by_lid.setdefault(("*", int(lid_v)), info)  # type: ignore[call-overload]
+            for guid in (sval(pg), sval(ng)):
+                if guid and guid.strip("0x"):  # all-zero GUIDs (Down RoCE ports) identify nothing
+                    by_guid.setdefault(guid.lower(), info)
+    ctx.cache["port_index"] = (by_lid, by_guid)
     return by_lid, by_guid
 
 
