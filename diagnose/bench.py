@@ -13,8 +13,10 @@ import resource
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import structlog
 
 _NCCL = (
     "gpu-a{h:03d}:{pid}:{pid} [{dev}] NCCL INFO Channel {ch:02d}/0 : {r}[{dev}] -> {p}[{dev}] [send] via NET/IB/{dev}/GDRDMA\n",
@@ -205,25 +207,26 @@ def bench_accuracy(root: Path) -> AccuracyBench:
     return res
 
 
-# ------------------------------------------------------------------------------------------------
-# issue: simulator sweep and scale (the simulator supports a subset of the cause ids)
-CAUSE_TO_FAULT = {
-    "link.bad_cable": "bad_cable",
-    "link.port_down": "port_down",
-    "link.degraded": "degraded",
-    "link.flapping": "flapping",
-    "fabric.congestion": "congestion",
-    "gpu.xid_error": "gpu_xid",
-}
+# ------------------------------------------------------------------------------------------------ sweep
+# Every cause id the simulator can inject (all of the taxonomy), plus the short kinds of its first version as
+# aliases; the CLI's ``simulate --fault CAUSE[@location]`` looks causes up here.
+def _cause_to_fault() -> dict[str, str]:
+    from diagnose.simulate import ALIASES, CAUSES
+
+    return {**{c: c for c in CAUSES}, **ALIASES}
+
+
+CAUSE_TO_FAULT = _cause_to_fault()
 
 
 def _truth_location(truth: dict[str, object]) -> tuple[set[str], set[str]]:
-    """Names that count as the exact location of an injected fault: 'host/device' or 'switch/Pport' ends."""
+    """Names that count as the exact location of an injected cable/port fault: 'host/device' or 'switch/Pport'
+    ends (and the hosts among them)."""
     ends: set[str] = set()
     hosts: set[str] = set()
     loc = truth.get("location") or {}
     peer = truth.get("peer") or {}
-    extra = [p for p in (truth.get("ports") or []) if isinstance(p, dict)]  # congestion: the hot ports
+    extra = [p for p in (truth.get("ports") or []) if isinstance(p, dict)]  # congestion, routing: the hot ports
     for d in (loc, peer, *extra):
         if not isinstance(d, dict):
             continue
@@ -231,8 +234,10 @@ def _truth_location(truth: dict[str, object]) -> tuple[set[str], set[str]]:
             hosts.add(str(d["host"]))
             if d.get("device"):
                 ends.add(f"{d['host']}/{d['device']}")
-        if d.get("switch") and d.get("port") is not None:
-            ends.add(f"{d['switch']}/P{d.get('port')}")
+        if d.get("port") is not None:
+            for sw in (d.get("switch"), d.get("guid")):
+                if sw and not d.get("host"):
+                    ends.add(f"{sw}/P{d.get('port')}")
     return ends, hosts
 
 
@@ -249,6 +254,38 @@ def _cause_ends(c: object) -> set[str]:
     return ends
 
 
+def exact_location(truth: dict, cause: object) -> bool:
+    """Does the diagnosed location of ``cause`` name the place the fault was injected at, by the fault's scope?
+
+    cable: either end of the cable (or the far end named as peer); ports/uplink: one of the hot switch ports;
+    host: that host; hca: that host and the HCA by any of its names (mlx5_k, PCI function, netdev); gpu: that
+    host and GPU (PCI address or index), or the rank on it; job: no narrower place, or one of the job's hosts;
+    subnet: no place, or the host the stray subnet manager runs on."""
+    loc = cause.location  # type: ignore[attr-defined]
+    scope = truth.get("scope")
+    where = truth.get("location") or {}
+    if scope in ("cable", "ports", "uplink"):
+        ends, hosts = _truth_location(truth)
+        got = _cause_ends(cause)
+        return bool(ends & got) or (not ends and loc.host in hosts)
+    if scope == "job":
+        return loc.host is None or loc.host in (where.get("hosts") or [])
+    if scope == "subnet":
+        return (loc.host is None and loc.device is None) or loc.host == where.get("host")
+    if loc.host != where.get("host"):
+        return scope == "gpu" and loc.rank is not None and loc.rank == where.get("rank")
+    if scope == "host":
+        return True
+    if scope == "hca":
+        names = {str(where.get(k)) for k in ("device", "pci", "netdev") if where.get(k)}
+        return loc.device in names
+    if scope == "gpu":
+        pci = str(where.get("pci") or "")
+        names = {pci, pci.rsplit(".", 1)[0], f"GPU{where.get('gpu')}"}
+        return loc.gpu in names or (loc.rank is not None and loc.rank == where.get("rank"))
+    return False
+
+
 @dataclass
 class SweepRow:
     cause: str
@@ -256,73 +293,200 @@ class SweepRow:
     top1: int = 0
     top3: int = 0
     exact: int = 0
+    pair_runs: int = 0
+    pair_top3: int = 0
+    misses: list[str] = field(default_factory=list)
 
 
-def bench_sweep(hosts: int = 64, runs: int = 5, pairs: bool = True, seed: int = 0) -> str:
-    """For each injectable cause: ``runs`` seeded injections at random locations, alone and (optionally)
-    in pairs; top-1, top-3 and exact-location rates, and confirmations on healthy bundles."""
+@dataclass
+class SweepResult:
+    """The accuracy sweep: per cause, ``runs`` single injections and the pairs it was part of."""
+
+    hosts: int
+    runs: int
+    seed: int
+    rows: list[SweepRow]
+    pair_runs: int = 0
+    pair_hits: int = 0
+    pair_misses: list[str] = field(default_factory=list)
+    healthy_runs: int = 0
+    healthy_confirmed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @staticmethod
+    def _pct(a: int, b: int) -> str:
+        return f"{100.0 * a / b:.0f}%" if b else "-"
+
+    def totals(self) -> SweepRow:
+        tot = SweepRow("single faults")
+        for r in self.rows:
+            tot.runs += r.runs
+            tot.top1 += r.top1
+            tot.top3 += r.top3
+            tot.exact += r.exact
+        return tot
+
+    def table(self) -> str:
+        pct = self._pct
+        lines = [f"{'cause':30} {'runs':>4} {'top1':>5} {'top3':>5} {'exact loc':>9} {'pairs top3':>10}"]
+        for r in self.rows:
+            pairs = f"{r.pair_top3}/{r.pair_runs}" if r.pair_runs else "-"
+            lines.append(f"{r.cause:30} {r.runs:>4} {pct(r.top1, r.runs):>5} {pct(r.top3, r.runs):>5} "
+                         f"{pct(r.exact, r.runs):>9} {pairs:>10}")
+        tot = self.totals()
+        lines.append(f"{tot.cause:30} {tot.runs:>4} {pct(tot.top1, tot.runs):>5} {pct(tot.top3, tot.runs):>5} "
+                     f"{pct(tot.exact, tot.runs):>9}")
+        lines.append(f"pairs: both in the top 3 in {self.pair_hits}/{self.pair_runs} "
+                     f"({pct(self.pair_hits, self.pair_runs)})")
+        lines.append(f"healthy bundles: {len(self.healthy_confirmed)} confirmed cause(s) in {self.healthy_runs} runs"
+                     + (f" ({'; '.join(self.healthy_confirmed)})" if self.healthy_confirmed else ""))
+        misses = [m for r in self.rows for m in r.misses] + self.pair_misses
+        if misses:
+            lines.append("misses:")
+            lines += [f"  {m}" for m in misses]
+        lines.append(f"{self.hosts} hosts, {self.runs} run(s) per cause, first seed {self.seed}, {self.seconds:.0f} s")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def to_dict(self) -> dict:
+        tot = self.totals()
+        return {
+            "hosts": self.hosts, "runs": self.runs, "seed": self.seed, "seconds": round(self.seconds, 1),
+            "single": {"runs": tot.runs, "top1": tot.top1, "top3": tot.top3, "exact": tot.exact},
+            "pairs": {"runs": self.pair_runs, "both_top3": self.pair_hits, "misses": self.pair_misses},
+            "healthy": {"runs": self.healthy_runs, "confirmed": self.healthy_confirmed},
+            "causes": [{"cause": r.cause, "runs": r.runs, "top1": r.top1, "top3": r.top3, "exact": r.exact,
+                        "pair_runs": r.pair_runs, "pair_top3": r.pair_top3, "misses": r.misses} for r in self.rows],
+        }
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.to_dict(), indent=2)
+
+
+def sweep_pairs(causes: list[str], runs: int, seed: int) -> list[tuple[str, str]]:
+    """``runs`` pairs per cause: each with a partner drawn (seeded) from the causes it can coexist with, every
+    unordered pair at most once."""
+    import random
+
+    from diagnose.simulate import compatible
+
+    rng = random.Random(f"{seed}:sweep-pairs")
+    seen: set[frozenset[str]] = set()
+    out: list[tuple[str, str]] = []
+    for c in causes:
+        partners = [p for p in causes if p != c and compatible(c, p)]
+        rng.shuffle(partners)
+        picked = 0
+        for p in partners:
+            if picked >= runs:
+                break
+            key = frozenset((c, p))
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append((c, p))
+            picked += 1
+    return out
+
+
+def bench_sweep(hosts: int = 64, runs: int = 3, pairs: bool = True, seed: int = 0, causes: list[str] | None = None,
+                *, host_tools: str = "auto", keep: Path | None = None) -> SweepResult:
+    """For each cause id (all of them by default): ``runs`` seeded injections at random locations, alone and, with
+    ``pairs``, together with ``runs`` random partners it can coexist with; top-1 (first and confirmed), top-3 and
+    exact-location rates, pair accuracy (both in the top 3) and confirmations on healthy bundles (written with
+    every host tool collected). Sequential: one bundle at a time, removed after its triage (``keep``: a folder
+    to keep the bundles of the misses in)."""
     import yaml
 
     from diagnose.catalog.loader import load_catalog
     from diagnose.pipeline import triage
-    from diagnose.simulate import simulate
+    from diagnose.simulate import CAUSES, cause_id, simulate
 
+    if runs < 1 or hosts < 2:
+        raise ValueError("runs must be at least 1 and hosts at least 2")
+    log = structlog.get_logger("diagnose.bench")
+    ids = [cause_id(c) for c in (causes or list(CAUSES))]
     cat = load_catalog()
-    rows = {c: SweepRow(c) for c in CAUSE_TO_FAULT}
-    pair_hits = pair_runs = healthy_conf = 0
-    tmp = Path(tempfile.mkdtemp())
+    rows = {c: SweepRow(c) for c in ids}
+    res = SweepResult(hosts, runs, seed, list(rows.values()))
+    t0 = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="diagnose-sweep-"))
+
+    def done(out: Path, missed: bool) -> None:
+        if missed and keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(out, keep / out.name, dirs_exist_ok=True)
+        shutil.rmtree(out, ignore_errors=True)
+
     try:
         for k in range(runs):
-            out = simulate(tmp / f"healthy{k}", hosts=hosts, faults=[], seed=seed + k)
+            out = simulate(tmp / f"healthy-{seed + k}", hosts=hosts, faults=[], seed=seed + k, host_tools="all",
+                           link_layer="roce" if k % 2 else "ib")
             d = triage([out], catalog=cat)
-            healthy_conf += sum(c.verdict == "confirmed" for c in d.causes)
-            shutil.rmtree(out)
-        for cause, kind in CAUSE_TO_FAULT.items():
+            res.healthy_runs += 1
+            conf = [c.id for c in d.causes if c.verdict == "confirmed"]
+            if conf:
+                res.healthy_confirmed.append(f"seed {seed + k}: {', '.join(conf)}")
+            done(out, bool(conf))
+        for ci, cause in enumerate(ids):
             row = rows[cause]
             for k in range(runs):
-                out = simulate(tmp / f"{kind}{k}", hosts=hosts, faults=[kind], seed=seed + 100 + k)
+                s = seed + 1000 * (ci + 1) + k
+                row.runs += 1
+                try:
+                    out = simulate(tmp / f"{cause}-{s}", hosts=hosts, faults=[cause], seed=s, host_tools=host_tools)
+                except ValueError as exc:  # a placement the simulator refuses is a miss of the simulator, kept
+                    row.misses.append(f"{cause} seed {s}: not simulated ({exc})")
+                    continue
                 truth = yaml.safe_load((out / "truth.yaml").read_text())["faults"][0]
                 d = triage([out], catalog=cat)
                 ranked = [c.id for c in d.causes]
-                row.runs += 1
-                row.top1 += ranked[:1] == [cause] and d.causes[0].verdict == "confirmed"
+                top1 = ranked[:1] == [cause] and d.causes[0].verdict == "confirmed"
+                row.top1 += top1
                 row.top3 += cause in ranked[:3]
-                ends, thosts = _truth_location(truth)
                 got = next((c for c in d.causes if c.id == cause), None)
-                if got is not None and ((ends & _cause_ends(got)) or (not ends and got.location.host in thosts)):
-                    row.exact += 1
-                shutil.rmtree(out)
+                exact = got is not None and exact_location(truth, got)
+                row.exact += exact
+                log.info("sweep_single", cause=cause, seed=s, top1=bool(top1), exact=bool(exact),
+                         ranked=ranked[:3])
+                if not (top1 and exact):
+                    row.misses.append(f"{cause} seed {s}: ranked {', '.join(ranked[:3]) or 'nothing'}"
+                                      + ("" if exact else f"; located {got.location.label() if got else '-'}"))
+                done(out, not (top1 and exact))
         if pairs:
-            kinds = list(CAUSE_TO_FAULT.items())
-            for k in range(runs):
-                (c1, f1), (c2, f2) = kinds[k % len(kinds)], kinds[(k + 1 + k // len(kinds)) % len(kinds)]
-                if c1 == c2:
+            for pi, (a, b) in enumerate(sweep_pairs(ids, runs, seed)):
+                s = seed + 500000 + pi
+                res.pair_runs += 1
+                try:
+                    out = simulate(tmp / f"pair-{s}", hosts=hosts, faults=[a, b], seed=s, host_tools=host_tools)
+                except ValueError as exc:
+                    res.pair_misses.append(f"{a} + {b} seed {s}: not simulated ({exc})")
+                    rows[a].pair_runs += 1
+                    rows[b].pair_runs += 1
                     continue
-                out = simulate(tmp / f"pair{k}", hosts=hosts, faults=[f1, f2], seed=seed + 500 + k)
                 d = triage([out], catalog=cat)
                 top3 = [c.id for c in d.causes[:3]]
-                pair_runs += 1
-                pair_hits += c1 in top3 and c2 in top3
-                shutil.rmtree(out)
+                hit = a in top3 and b in top3
+                res.pair_hits += hit
+                for c in (a, b):
+                    rows[c].pair_runs += 1
+                    rows[c].pair_top3 += c in top3
+                log.info("sweep_pair", causes=[a, b], seed=s, both_top3=bool(hit), top3=top3)
+                if not hit:
+                    res.pair_misses.append(f"{a} + {b} seed {s}: top 3 {', '.join(top3)}")
+                done(out, not hit)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-    def pct(a: int, b: int) -> str:
-        return f"{100.0 * a / b:.0f}%" if b else "-"
-
-    lines = [f"{'cause':22} {'runs':>4} {'top1':>6} {'top3':>6} {'exact loc':>9}"]
-    tot = SweepRow("all")
-    for r in rows.values():
-        lines.append(f"{r.cause:22} {r.runs:>4} {pct(r.top1, r.runs):>6} {pct(r.top3, r.runs):>6} {pct(r.exact, r.runs):>9}")
-        tot.runs += r.runs
-        tot.top1 += r.top1
-        tot.top3 += r.top3
-        tot.exact += r.exact
-    lines.append(f"{'single faults':22} {tot.runs:>4} {pct(tot.top1, tot.runs):>6} {pct(tot.top3, tot.runs):>6} "
-                 f"{pct(tot.exact, tot.runs):>9}")
-    lines.append(f"pairs: both in top 3 in {pair_hits}/{pair_runs} ({pct(pair_hits, pair_runs)})")
-    lines.append(f"healthy bundles: {healthy_conf} confirmed cause(s) in {runs} runs")
-    return "\n".join(lines)
+    res.seconds = time.perf_counter() - t0
+    tot = res.totals()
+    log.info("sweep_done", hosts=hosts, runs=runs, singles=tot.runs, top1=tot.top1, exact=tot.exact,
+             pairs=res.pair_runs, pair_hits=res.pair_hits, healthy_confirmed=len(res.healthy_confirmed),
+             seconds=round(res.seconds, 1))
+    return res
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""The fabric simulator: topology shape, fault rendering, and every written file read back by the project's
-own sniffer and parsers."""
+"""The fabric simulator: topology shape, fault rendering, every written file read back by the project's own
+sniffer and parsers, and every cause id injected at a known place and diagnosed there by the pipeline."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -10,9 +12,11 @@ import pytest
 import yaml
 
 from diagnose.bundle import sniff_file
+from diagnose.catalog.loader import load_catalog
 from diagnose.models.counters import ERROR_COUNTERS
 from diagnose.parsers import by_format
-from diagnose.simulate import Fault, Location, build_fat_tree, simulate
+from diagnose.pipeline import triage
+from diagnose.simulate import CAUSES, Fault, Location, build_fat_tree, compatible, link_layer_for, simulate
 from diagnose.simulate.topology import HALF, RADIX
 
 EXPECTED_FORMAT = {
@@ -23,8 +27,28 @@ EXPECTED_FORMAT = {
     "dmesg.txt": "dmesg",
     "job.log": "nccl_log",
     "nccl-tests.txt": "nccl_tests",
+    "lsmod.txt": "lsmod",
+    "ulimit-a.txt": "ulimit",
+    "df-h.txt": "df",
+    "lspci-vvv.txt": "lspci",
+    "nvidia-smi.txt": "nvidia_smi",
+    "nvidia-smi-q.txt": "nvidia_smi_q",
+    "nvidia-smi-topo-m.txt": "nvidia_smi_topo",
+    "nvidia-smi-nvlink-s.txt": "nvidia_smi_nvlink",
+    "nvidia-smi-nvlink-e.txt": "nvidia_smi_nvlink",
+    "dcgmi-health.txt": "dcgmi",
+    "fabricmanager.log": "fabric_manager_log",
+    "ibv_devinfo.txt": "ibv_devinfo",
+    "env.txt": "env",
+    "ethtool-S.txt": "ethtool_stats",
+    "rdma-statistic.txt": "rdma_statistic",
+    "ibdev2netdev.txt": "ibdev2netdev",
+    "opensm.log": "opensm_log",
+    "sminfo.txt": "sminfo",
+    "dgxa100-topo.xml": "nccl_topo_xml",
 }
 SMALL = {"hosts": 8, "hosts_per_leaf": 4}  # 2 SUs x 8 rail leaves, one spine: fast to write and parse
+CATALOG = load_catalog()
 
 
 def _parse(root: Path, rel: str):
@@ -117,6 +141,8 @@ def test_location_shorthands():
     assert Location.parse("uplink:leaf-a-r2") == Location(uplink=True, switch="leaf-a-r2")
     assert Location.parse("gpu-a003/gpu5") == Location(host="gpu-a003", gpu=5)
     assert Location.parse("spine-01") == Location(switch="spine-01")
+    for text in ("gpu-a003/mlx5_2", "leaf-a-r2/33", "uplink:leaf-a-r2", "gpu-a003/gpu5", "gpu-a003"):
+        assert str(Location.parse(text)) == text  # what error messages print reads back the same
     with pytest.raises(ValueError):
         Fault("melted")
 
@@ -269,14 +295,196 @@ def test_same_arguments_same_bytes(tmp_path):
 
 
 def test_simulate_command_and_unknown_cause(tmp_path):
-    import subprocess
-    import sys
-
     r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "simulate", "--out", str(tmp_path / "b"),
                         "--hosts", "16", "--fault", "link.bad_cable@gpu-a002/mlx5_1", "--seed", "2"],
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "b" / "truth.yaml").is_file()
     r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "simulate", "--out", str(tmp_path / "c"),
-                        "--fault", "fabric.qos_misconfig"], capture_output=True, text=True, timeout=60, check=False)
+                        "--fault", "link.melted"], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 2 and "cannot inject" in r.stderr
+
+
+# ------------------------------------------------------------------------------------------------ every cause id
+
+# Each cause injected at a place the test chooses on the 8-host fabric (gpu-a001..a004, gpu-b001..b004; leaf
+# uplinks on ports 33-36), and where the diagnosis must put it. DGX H100 layout: HCA mlx5_k at PCI bus
+# 19/2b/3b/5e/9b/ac/bb/dc, GPU k at 18/2a/3a/5d/9a/ab/ba/db; RoCE netdevs are named after the HCA's bus.
+PLACED: dict[str, tuple[str, dict]] = {
+    "link.bad_cable": ("gpu-a002/mlx5_3", {"host": "gpu-a002", "device": {"mlx5_3"}}),
+    "link.port_down": ("gpu-b003/mlx5_6", {"host": "gpu-b003", "device": {"mlx5_6"}}),
+    "link.degraded": ("gpu-a004/mlx5_1", {"host": "gpu-a004", "device": {"mlx5_1"}}),
+    "link.flapping": ("gpu-b001/mlx5_0", {"host": "gpu-b001", "device": {"mlx5_0"}}),
+    "fabric.congestion": ("leaf-a-r2/34", {"device": {"leaf-a-r2"}, "port": {34}}),
+    "fabric.adaptive_routing_off": ("leaf-b-r5/34", {"device": {"leaf-b-r5"}, "port": {34, 35}}),
+    "fabric.route_imbalance": ("leaf-a-r6/35", {"device": {"leaf-a-r6"}, "port": {35}}),
+    "fabric.sm_problem": ("gpu-b002", {"host": {None, "gpu-b002"}}),
+    "fabric.pkey_mismatch": ("gpu-a003", {"host": "gpu-a003"}),
+    "fabric.qos_misconfig": ("", {"job": True}),
+    "fabric.rail_isolation": ("gpu-b004", {"host": "gpu-b004"}),
+    "roce.gid_index": ("", {"job": True}),
+    "roce.pfc_ecn": ("gpu-a001/mlx5_5", {"host": "gpu-a001", "device": {"mlx5_5", "0000:ac:00.0", "enp172s0np0"}}),
+    "mtu.mismatch": ("gpu-b002", {"host": "gpu-b002"}),
+    "host.gdr_unavailable": ("gpu-a004", {"host": "gpu-a004"}),
+    "host.pcie_acs_iommu": ("gpu-b001", {"host": "gpu-b001"}),
+    "host.pcie_degraded": ("gpu-a002/mlx5_7", {"host": "gpu-a002", "device": {"mlx5_7", "0000:dc:00.0"}}),
+    "host.nic_driver_firmware": ("gpu-b003/mlx5_2", {"host": "gpu-b003", "device": {"mlx5_2", "0000:3b:00.0"}}),
+    "host.numa_affinity": ("gpu-a001", {"host": "gpu-a001"}),
+    "host.topology_misdetect": ("gpu-b004", {"host": "gpu-b004"}),
+    "host.container_rdma_access": ("", {"job": True}),
+    "host.memlock_limit": ("gpu-a003", {"host": "gpu-a003"}),
+    "host.shm_too_small": ("gpu-b002", {"host": "gpu-b002"}),
+    "nccl.socket_fallback": ("", {"job": True}),
+    "nccl.interface_selection": ("", {"job": True}),
+    "nccl.version_mismatch": ("gpu-a002", {"host": "gpu-a002"}),
+    "nccl.p2p_or_nvls_config": ("gpu-b001", {"host": "gpu-b001"}),
+    "gpu.xid_error": ("gpu-a003/gpu6", {"host": "gpu-a003", "gpu": "0000:ba:00"}),
+    "gpu.nvlink_degraded": ("gpu-b004/gpu2", {"host": "gpu-b004", "gpu": "0000:3a:00"}),
+    "gpu.fabric_manager": ("gpu-a004", {"host": "gpu-a004"}),
+    "gpu.throttling": ("gpu-b003/gpu1", {"host": "gpu-b003", "gpu": "0000:2a:00"}),
+    "app.straggler_or_desync": ("gpu-a002/gpu4", {"rank": 12}),  # gpu-a002 is the job's 2nd host: 8 + 4
+}
+JOB = {"gpu-a001", "gpu-a002", "gpu-a003", "gpu-a004", "gpu-b001", "gpu-b002", "gpu-b003", "gpu-b004"}
+
+
+def test_every_cause_id_has_a_placement_here():
+    assert set(PLACED) == set(CAUSES) and len(CAUSES) == 32
+
+
+def _at(loc, want: dict) -> bool:
+    if want.get("job"):
+        return loc.host is None or loc.host in JOB
+    if "rank" in want:
+        return loc.rank == want["rank"]
+    ok = True
+    if "host" in want:
+        ok &= loc.host in (want["host"] if isinstance(want["host"], set) else {want["host"]})
+    if "device" in want:
+        ok &= loc.device in want["device"] or (loc.peer or "").split("/P")[0] in {
+            f"{want.get('host')}/{d}" for d in want["device"]}
+    if "port" in want:
+        ok &= loc.port in want["port"]
+    if "gpu" in want:
+        ok &= loc.gpu == want["gpu"]
+    return bool(ok)
+
+
+@pytest.mark.parametrize("cause", sorted(PLACED))
+def test_each_cause_is_ranked_first_where_it_was_injected(cause, tmp_path):
+    where, want = PLACED[cause]
+    spec = f"{cause}@{where}" if where else cause
+    root = simulate(tmp_path / "b", **SMALL, faults=[spec], seed=31)
+    d = triage([root], catalog=CATALOG)
+    assert d.causes, f"{cause}: nothing diagnosed"
+    top = d.causes[0]
+    assert (top.id, top.verdict) == (cause, "confirmed"), [(c.id, c.verdict, c.score) for c in d.causes[:3]]
+    assert _at(top.location, want), (cause, top.location)
+    fault = _truth(root)["faults"][0]
+    assert (fault["cause"], fault["scope"]) == (cause, CAUSES[cause].scope)
+
+
+def test_old_short_kinds_are_aliases():
+    assert Fault("gpu_xid").kind == "gpu.xid_error" and Fault("bad_cable", "gpu-a001/mlx5_0").kind == "link.bad_cable"
+    with pytest.raises(ValueError, match="unknown fault kind"):
+        Fault("link.melted")
+
+
+def test_locations_that_do_not_fit_the_cause_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="sits on a host"):
+        simulate(tmp_path / "a", **SMALL, faults=["host.memlock_limit@leaf-a-r1"])
+    with pytest.raises(ValueError, match="job-wide"):
+        simulate(tmp_path / "b", **SMALL, faults=["nccl.socket_fallback@gpu-a001/mlx5_1"])
+    with pytest.raises(ValueError, match="unknown host"):
+        simulate(tmp_path / "c", **SMALL, faults=["host.shm_too_small@gpu-z009"])
+    with pytest.raises(ValueError, match="not a leaf"):
+        simulate(tmp_path / "d", **SMALL, faults=["fabric.route_imbalance@spine-01"])
+
+
+def test_fabric_flavour_follows_the_causes_and_refuses_a_mix(tmp_path):
+    assert link_layer_for(["roce.pfc_ecn", "host.gdr_unavailable"]) == "roce"
+    assert link_layer_for(["host.gdr_unavailable"]) == "ib"
+    with pytest.raises(ValueError, match="InfiniBand fabric"):
+        link_layer_for(["link.bad_cable", "roce.gid_index"])
+    with pytest.raises(ValueError, match="cannot be injected on a roce fabric"):
+        simulate(tmp_path / "x", **SMALL, faults=["fabric.sm_problem"], link_layer="roce")
+    root = simulate(tmp_path / "r", **SMALL, faults=["mtu.mismatch@gpu-a002"], link_layer="roce", seed=4)
+    assert not (root / "fabric").exists()  # no subnet manager, no perfquery on an Ethernet fabric
+    ports = _parse(root, "gpu-a002/ibstat.txt")
+    assert {p.link_layer for p in ports} == {"Ethernet"}
+    devinfo = _parse(root, "gpu-a002/ibv_devinfo.txt")
+    assert {r.active_mtu for r in devinfo if type(r).__name__ == "IbPort"} == {1024}  # netdev MTU 1500
+
+
+def test_compatibility_of_pairs():
+    assert compatible("host.gdr_unavailable", "fabric.congestion")
+    assert not compatible("link.bad_cable", "roce.pfc_ecn")  # InfiniBand counters vs a RoCE fabric
+    assert not compatible("nccl.socket_fallback", "host.gdr_unavailable")  # no NET/IB channels to lose GDR on
+    assert not compatible("nccl.version_mismatch", "app.straggler_or_desync")  # the job never runs
+    assert not compatible("app.straggler_or_desync", "gpu.xid_error")  # a straggler means healthy hardware
+    assert not compatible("host.memlock_limit", "host.memlock_limit")
+
+
+@pytest.mark.parametrize(("pair", "seed"), [
+    (("host.gdr_unavailable", "fabric.congestion"), 3),
+    (("roce.pfc_ecn", "mtu.mismatch"), 8),
+    (("gpu.throttling", "link.bad_cable"), 5),
+])
+def test_a_pair_of_faults_both_in_the_top_three(pair, seed, tmp_path):
+    root = simulate(tmp_path / "p", **SMALL, faults=list(pair), seed=seed)
+    d = triage([root], catalog=CATALOG)
+    top3 = [c.id for c in d.causes[:3]]
+    assert set(pair) <= set(top3), top3
+    assert [f["cause"] for f in _truth(root)["faults"]] == list(pair)
+
+
+@pytest.mark.parametrize(("link_layer", "seed"), [("ib", 1), ("ib", 2), ("roce", 1), ("roce", 2)])
+def test_healthy_bundles_stay_silent_with_every_host_tool(link_layer, seed, tmp_path):
+    root = simulate(tmp_path / "h", **SMALL, seed=seed, link_layer=link_layer, host_tools="all")
+    names = {p.name for p in root.rglob("*") if p.is_file()}
+    assert {"lsmod.txt", "ulimit-a.txt", "df-h.txt", "lspci-vvv.txt", "nvidia-smi-q.txt", "ibv_devinfo.txt"} <= names
+    if link_layer == "roce":
+        assert {"ethtool-S.txt", "rdma-statistic.txt"} <= names
+    d = triage([root], catalog=CATALOG)
+    assert [c.id for c in d.causes if c.verdict == "confirmed"] == []
+    assert all(c.score < 0.5 for c in d.causes), [(c.id, c.score) for c in d.causes]
+
+
+@pytest.mark.parametrize(("faults", "link_layer"), [
+    (["host.nic_driver_firmware", "gpu.nvlink_degraded", "fabric.sm_problem", "fabric.pkey_mismatch"], "ib"),
+    (["roce.pfc_ecn", "fabric.rail_isolation"], "roce"),
+    (["gpu.fabric_manager"], "ib"),
+    (["host.topology_misdetect", "gpu.throttling"], "ib"),
+])
+def test_every_host_tool_file_parses_with_the_projects_parsers(faults, link_layer, tmp_path):
+    root = simulate(tmp_path / "t", **SMALL, faults=faults, seed=6, link_layer=link_layer, host_tools="all")
+    rels = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != "truth.yaml")
+    unknown = [r for r in rels if r.rsplit("/", 1)[-1] not in EXPECTED_FORMAT]
+    assert unknown == []
+    for rel in rels:
+        _parse(root, rel)
+
+
+def test_same_arguments_same_bytes_for_host_side_and_roce_causes(tmp_path):
+    kw = dict(**SMALL, seed=13, faults=["roce.pfc_ecn", "host.memlock_limit", "app.straggler_or_desync"],
+              host_tools="all")
+    a, b = simulate(tmp_path / "a", **kw), simulate(tmp_path / "b", **kw)
+    files = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
+    for rel in files:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    c = simulate(tmp_path / "c", **{**kw, "seed": 14})
+    assert (a / "job.log").read_bytes() != (c / "job.log").read_bytes()
+
+
+def test_truth_names_cause_scope_and_location(tmp_path):
+    root = simulate(tmp_path / "t", **SMALL, seed=2, faults=["host.nic_driver_firmware@gpu-b002/mlx5_4",
+                                                            "app.straggler_or_desync@gpu-a001/gpu3"])
+    f1, f2 = _truth(root)["faults"]
+    assert (f1["cause"], f1["kind"], f1["scope"]) == ("host.nic_driver_firmware", "nic_driver_firmware", "hca")
+    assert f1["location"] == {"host": "gpu-b002", "hca": 4, "device": "mlx5_4", "pci": "0000:9b:00.0",
+                              "netdev": "ibp155s0"}
+    assert (f2["scope"], f2["location"]) == ("gpu", {"host": "gpu-a001", "gpu": 3, "pci": "0000:5d:00.0", "rank": 3})
+    # the signature is in the host's own files: the firmware's command timeouts on that NIC's PCI function
+    kernel = _parse(root, "gpu-b002/dmesg.txt")
+    assert any("0000:9b:00.0" in r.text and "timeout" in r.text for r in kernel)
+    assert not any("timeout" in r.text for r in _parse(root, "gpu-b001/dmesg.txt"))

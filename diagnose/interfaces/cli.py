@@ -332,17 +332,38 @@ def bench_accuracy_cmd(
     typer.echo(res.table())
 
 
+class HostTools(str, Enum):
+    auto = "auto"
+    all = "all"
+
+
+class LinkLayer(str, Enum):
+    auto = "auto"
+    ib = "ib"
+    roce = "roce"
+
+
 @bench_app.command("sweep")
 def bench_sweep_cmd(
     hosts: Annotated[int, typer.Option(help="Hosts in the simulated fabric.")] = 64,
-    runs: Annotated[int, typer.Option(help="Seeded injections per cause.")] = 5,
+    runs: Annotated[int, typer.Option(help="Seeded injections per cause.")] = 3,
     seed: Annotated[int, typer.Option(help="First seed.")] = 0,
+    pairs: Annotated[bool, typer.Option("--pairs/--no-pairs", help="Also inject pairs of causes that can coexist.")] = True,
+    cause: Annotated[list[str] | None, typer.Option("--cause", help="Only these cause ids; repeatable.")] = None,
+    host_tools: Annotated[HostTools, typer.Option("--host-tools", help="auto: the tools each cause needs; all: every host tool.")] = HostTools.auto,
+    keep: Annotated[Path | None, typer.Option("--keep", help="Keep every simulated bundle under this folder.")] = None,
+    fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text or json.")] = Fmt.text,
 ) -> None:
-    """Accuracy sweep on simulated faults: top-1, top-3, exact location, pairs, healthy confirmations."""
+    """Accuracy sweep on simulated faults: top-1, top-3, exact location per cause, pairs, healthy confirmations."""
     from diagnose.bench import bench_sweep
 
-    with err.status("simulating and triaging"):
-        typer.echo(bench_sweep(hosts, runs, True, seed))
+    try:
+        with err.status("simulating and triaging"):
+            res = bench_sweep(hosts, runs, pairs, seed, cause or None, host_tools=host_tools.value, keep=keep)
+    except ValueError as exc:
+        _fail(str(exc))
+        return
+    typer.echo(res.to_json() if fmt == Fmt.json else res.table())
 
 
 @bench_app.command("scale")
@@ -362,25 +383,35 @@ def simulate(
     hosts: Annotated[int, typer.Option(help="Hosts in the rail-optimized fat tree.")] = 64,
     gpus_per_host: Annotated[int, typer.Option(help="GPUs (and HCAs) per host.")] = 8,
     fault: Annotated[list[str] | None, typer.Option(
-        "--fault", help="CAUSE[@location], e.g. link.bad_cable@gpu-a003/mlx5_2 or link.port_down; repeatable.")] = None,
+        "--fault", help="CAUSE[@location], e.g. link.bad_cable@gpu-a003/mlx5_2, host.memlock_limit@gpu-a005 or "
+        "fabric.congestion@leaf-a-r2; repeatable.")] = None,
     seed: Annotated[int, typer.Option(help="Seed: the same arguments write the same bytes.")] = 0,
+    link_layer: Annotated[LinkLayer, typer.Option("--link-layer", help="auto (RoCE causes get an Ethernet fabric), ib or roce.")] = LinkLayer.auto,
+    host_tools: Annotated[HostTools, typer.Option("--host-tools", help="auto: the tools each cause needs; all: every host tool.")] = HostTools.auto,
+    job_hosts: Annotated[int | None, typer.Option("--job-hosts", help="Hosts the job runs on (default 8, around the faults).")] = None,
 ) -> None:
     """Write a bundle in the real tools' formats for a simulated fabric with injected faults."""
     from diagnose.bench import CAUSE_TO_FAULT
-    from diagnose.simulate import Fault
+    from diagnose.simulate import ALIASES, CAUSES, Fault
     from diagnose.simulate import simulate as run_sim
 
-    faults = []
-    for spec in fault or []:
-        cause, _, where = spec.partition("@")
-        kind = CAUSE_TO_FAULT.get(cause)
-        if kind is None:
-            _fail(f"cannot inject '{cause}': the simulator knows {', '.join(sorted(CAUSE_TO_FAULT))}")
-            return
-        faults.append(Fault(kind, where or None))
     if hosts < 2 or gpus_per_host < 1:
         _fail("--hosts must be at least 2 and --gpus-per-host at least 1")
-    path = run_sim(out, hosts=hosts, faults=faults, seed=seed, hcas_per_host=gpus_per_host)
+    try:
+        faults = []
+        for spec in fault or []:
+            cause, _, where = spec.partition("@")
+            kind = CAUSE_TO_FAULT.get(cause)
+            if kind is None:
+                _fail(f"cannot inject '{cause}': the simulator knows {', '.join(sorted(CAUSES))} "
+                      f"(and the short names {', '.join(sorted(ALIASES))})")
+                return
+            faults.append(Fault(kind, where or None))
+        path = run_sim(out, hosts=hosts, faults=faults, seed=seed, hcas_per_host=gpus_per_host, job_hosts=job_hosts,
+                       link_layer=link_layer.value, host_tools=host_tools.value)
+    except ValueError as exc:
+        _fail(str(exc))
+        return
     err.print(f"wrote {path} (truth in {path / 'truth.yaml'})")
 
 
