@@ -9,7 +9,9 @@ state changes), the job environment (``NCCL_IB_PKEY``, ``NCCL_IB_ADAPTIVE_ROUTIN
 
 from __future__ import annotations
 
+import functools
 import re
+from datetime import datetime, timezone
 
 import numpy as np
 import pandas as pd
@@ -35,14 +37,28 @@ def _one(values: pd.Series) -> str | None:
 def _secs(ts: object) -> float | None:
     """A kernel/SM log timestamp as seconds: raw dmesg seconds as is, absolute times as epoch seconds."""
     t = sval(ts)
-    if not t:
-        return None
+    return _secs_text(t) if t else None
+
+
+@functools.lru_cache(maxsize=65536)
+def _secs_text(t: str) -> float | None:
+    # cached: the hosts of one job log the same start-up seconds, thousands of times over
     t = t.strip().lstrip("+")
     try:
         return float(t)
     except ValueError:
         pass
     t = t.replace(",", ".")
+    try:  # ISO 8601 (journal --output=short-iso, dmesg --time-format=iso): the common case, without pandas
+        d = datetime.fromisoformat(t.replace("Z", "+00:00"))
+        return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp()
+    except ValueError:
+        pass
+    for fmt in ("%a %b %d %H:%M:%S %Y", "%a %b %d %H:%M:%S %Z %Y"):  # dmesg -T, date
+        try:
+            return datetime.strptime(t, fmt).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            pass
     m = _NO_YEAR.match(t)
     if m:  # syslog / OpenSM stamps carry no year: any fixed year keeps the differences right
         t = f"2000 {m.group(1)} {int(m.group(2))} {m.group(3)}"

@@ -127,30 +127,40 @@ def _fabric(ctx: Context) -> dict[str, tuple[bool, bool]]:
         a, b = out.get(h or "*", (False, False))
         out[h or "*"] = (a or nvl, b or nvs)
 
+    # one vectorised pass per source (a job's evidence can hold these tables for thousands of hosts)
     te = ctx.frame("TopoEntry")
     if not te.empty:
         gg = te[te["row"].str.startswith("GPU") & te["col"].str.startswith("GPU") & (te["row"] != te["col"])]
-        for h, grp in gg.groupby(_hk(gg)):
-            nv = grp["relation"].str.match(r"^NV\d+$")
-            if nv.any():
-                gpus = set(grp["row"]) | set(grp["col"])
-                mark(str(h), True, bool(nv.all()) and len(gpus) >= 8)
+        if not gg.empty:
+            g = pd.DataFrame({"h": _hk(gg).astype(str).to_numpy(), "nv": gg["relation"].str.match(r"^NV\d+$").to_numpy(),
+                              "row": gg["row"].to_numpy(), "col": gg["col"].to_numpy()})
+            per = g.groupby("h", sort=True).agg(any_nv=("nv", "any"), all_nv=("nv", "all"))
+            gpus = pd.concat([g[["h", "row"]].rename(columns={"row": "gpu"}), g[["h", "col"]].rename(columns={"col": "gpu"})])
+            per["gpus"] = gpus.groupby("h")["gpu"].nunique()
+            for h, all_nv, n in zip(per.index[per["any_nv"]], per["all_nv"][per["any_nv"]], per["gpus"][per["any_nv"]],
+                                    strict=True):
+                mark(str(h), True, bool(all_nv) and int(n) >= 8)
     ns = ctx.frame("NvlinkStatus")
     if not ns.empty:
-        for h, grp in ns.groupby(_hk(ns)):
-            if grp["active"].any():
-                mark(str(h), True, grp["gpu"].nunique() >= 8)
+        per = pd.DataFrame({"h": _hk(ns).astype(str).to_numpy(), "active": ns["active"].astype(bool).to_numpy(),
+                            "gpu": ns["gpu"].to_numpy()}).groupby("h", sort=True).agg(
+            active=("active", "any"), gpus=("gpu", "nunique"))
+        for h, n in zip(per.index[per["active"]], per["gpus"][per["active"]], strict=True):
+            mark(str(h), True, int(n) >= 8)
     fm = ctx.frame("FmEvent")
     if not fm.empty:
         for h in set(_hk(fm)):
             mark(str(h), True, True)
     prod = _gpu_products(ctx)
     if not prod.empty:
-        for h, grp in prod.groupby("host"):
-            names = grp["name"].dropna().astype(str)
-            if names.str.contains(_NVLINK_PRODUCT).any():
-                ngpu = max(grp["pci"].nunique(), grp["index"].nunique())
-                mark(str(h), True, bool(names.str.contains(_NVSWITCH_PRODUCT).any()) and ngpu >= 8)
+        names = prod["name"].astype(object).where(prod["name"].notna(), "").astype(str)
+        per = pd.DataFrame({"h": prod["host"].astype(str).to_numpy(),
+                            "nvl": names.str.contains(_NVLINK_PRODUCT).to_numpy(),
+                            "nvs": names.str.contains(_NVSWITCH_PRODUCT).to_numpy(),
+                            "pci": prod["pci"].to_numpy(), "index": prod["index"].to_numpy()}).groupby("h", sort=True).agg(
+            nvl=("nvl", "any"), nvs=("nvs", "any"), pci=("pci", "nunique"), index=("index", "nunique"))
+        for h, r in per[per["nvl"]].iterrows():
+            mark(str(h), True, bool(r["nvs"]) and max(int(r["pci"]), int(r["index"])) >= 8)
     return out
 
 
@@ -482,8 +492,10 @@ def transport_overrides(ctx: Context) -> list[Finding]:
         intra = c["transport"].isin(["P2P", "SHM"])
         ranks = _rank_map(ctx)
         if not ranks.empty:
-            comm_of = ranks.drop_duplicates(["host", "pid"]).set_index(["host", "pid"])["comm_id"]
-            host_of = ranks.drop_duplicates(["comm_id", "rank"]).set_index(["comm_id", "rank"])["host"]
+            r1 = ranks.drop_duplicates(["host", "pid"])
+            comm_of = dict(zip(zip(r1["host"], r1["pid"], strict=True), r1["comm_id"], strict=True))
+            r2 = ranks.drop_duplicates(["comm_id", "rank"])
+            host_of = dict(zip(zip(r2["comm_id"], r2["rank"], strict=True), r2["host"], strict=True))
             cid = [comm_of.get((h, p)) for h, p in zip(c["hk"], c["pid"], strict=True)]
             # the remote end of a line: the first rank of a '[receive]' line, the second one otherwise
             remote = c["rank"].where(c["direction"] == "receive", c["peer"]) if "direction" in c else c["peer"]
