@@ -492,44 +492,85 @@ def bench_sweep(hosts: int = 64, runs: int = 3, pairs: bool = True, seed: int = 
 @dataclass
 class ScaleRow:
     hosts: int
+    gpus: int
+    files: int
     files_mib: float
+    ports: int
     wall_s: float
     floor_s: float
     peak_rss_mib: float
-    ports: int
+    top_cause: str
+    located: bool
 
 
-def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0) -> str:
+_TRIAGE_CHILD = """
+import json, resource, sys, time, pathlib
+from diagnose.bench import parse_floor_tree
+from diagnose.pipeline import triage
+d = pathlib.Path(sys.argv[1])
+floor = parse_floor_tree(d)
+t = time.perf_counter()
+r = triage([d])
+wall = time.perf_counter() - t
+top = r.causes[0] if r.causes else None
+print(json.dumps({"wall": wall, "floor": floor, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "top": top.id if top else "", "where": top.location.label() if top else ""}))
+"""
+
+
+def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0,
+                workdir: Path | None = None) -> list[ScaleRow]:
     """Triage wall time, peak memory and the ratio to the parse floor on simulated fabrics.
 
-    Each size runs in a fresh process so peak memory is its own.
+    Each bundle is the issue's scale case: a rail-optimized fat tree with 8 GPUs and 8 HCAs per host, two
+    perfquery snapshots of every port (switch ports included), the topology, ibstat and dmesg of every host,
+    the NCCL debug log of every rank (channel and transport lines) and nccl-tests, with one bad cable injected.
+    The simulator runs in its own process and the triage in another, so the peak memory is the triage's own;
+    the parse floor (Python reading and splitting every line of the bundle) is measured in the triage's process
+    just before it.
     """
     import json
+    import shutil
     import subprocess
     import sys
+    import tempfile
 
     rows: list[ScaleRow] = []
     for n in sizes:
-        code = (
-            "import json,resource,time,tempfile,pathlib\n"
-            "from diagnose.simulate import simulate\n"
-            "from diagnose.bench import parse_floor_tree\n"
-            "from diagnose.pipeline import triage\n"
-            f"d=pathlib.Path(tempfile.mkdtemp())/'b'; simulate(d, hosts={n}, faults=['bad_cable'], seed={seed})\n"
-            "size=sum(p.stat().st_size for p in d.rglob('*') if p.is_file())\n"
-            "floor=parse_floor_tree(d)\n"
-            "t=time.perf_counter(); r=triage([d]); wall=time.perf_counter()-t\n"
-            "import shutil; shutil.rmtree(d.parent)\n"
-            "print(json.dumps({'size':size,'wall':wall,'floor':floor,"
-            "'rss':resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024}))\n"
-        )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        m = json.loads(out.stdout.strip().splitlines()[-1])
-        rows.append(ScaleRow(n, m["size"] / 1048576, m["wall"], m["floor"], m["rss"], n * 8))
-    lines = [f"{'hosts':>6} {'GPUs':>6} {'bundle MiB':>10} {'triage s':>9} {'floor s':>8} {'x floor':>8} {'peak MiB':>9}"]
+        tmp = Path(tempfile.mkdtemp(dir=workdir))
+        try:
+            d = tmp / "bundle"
+            subprocess.run([sys.executable, "-c",
+                            "import sys, pathlib; from diagnose.simulate import simulate; "
+                            f"simulate(pathlib.Path(sys.argv[1]), hosts={n}, faults=['link.bad_cable'], seed={seed}, "
+                            f"job_hosts={n}, host_files='all')", str(d)], check=True, capture_output=True)
+            files = [p for p in d.rglob("*") if p.is_file()]
+            truth = (d / "truth.yaml").read_text()
+            ports = 0
+            for p in d.glob("fabric/perfquery_1.txt*"):
+                import gzip
+                with (gzip.open(p, "rb") if p.suffix == ".gz" else p.open("rb")) as fh:
+                    ports = sum(chunk.count(b"\n# Port") for chunk in iter(lambda: fh.read(1 << 24), b""))  # noqa: B023
+            out = subprocess.run([sys.executable, "-c", _TRIAGE_CHILD, str(d)], check=True, capture_output=True,
+                                 text=True)
+            m = json.loads(out.stdout.strip().splitlines()[-1])
+            where = str(m["where"])
+            host_dev = where.split(" ")[0]  # e.g. gpu-a003/mlx5_2
+            located = bool(host_dev) and all(part in truth for part in host_dev.split("/"))
+            rows.append(ScaleRow(n, n * 8, len(files), sum(p.stat().st_size for p in files) / 1048576, ports,
+                                 m["wall"], m["floor"], m["rss"], str(m["top"]), located))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def scale_table(rows: list[ScaleRow]) -> str:
+    lines = [f"{'hosts':>6} {'GPUs':>6} {'files':>6} {'MiB':>5} {'ports':>7} {'triage s':>9} {'floor s':>8} "
+             f"{'x floor':>8} {'peak MiB':>9}  top cause (at the injected place?)"]
     for r in rows:
-        lines.append(f"{r.hosts:>6} {r.hosts * 8:>6} {r.files_mib:>10.0f} {r.wall_s:>9.1f} {r.floor_s:>8.1f} "
-                     f"{r.wall_s / max(r.floor_s, 1e-9):>8.1f} {r.peak_rss_mib:>9.0f}")
+        lines.append(f"{r.hosts:>6} {r.gpus:>6} {r.files:>6} {r.files_mib:>5.0f} {r.ports:>7} {r.wall_s:>9.1f} "
+                     f"{r.floor_s:>8.1f} {r.wall_s / max(r.floor_s, 1e-9):>8.1f} {r.peak_rss_mib:>9.0f}  "
+                     f"{r.top_cause} ({'yes' if r.located else 'no'})")
     if len(rows) >= 2:
         a, b = rows[-2], rows[-1]
         lines.append(f"growth {a.hosts}->{b.hosts} hosts: x{b.wall_s / max(a.wall_s, 1e-9):.2f} time "

@@ -98,3 +98,17 @@ def test_sweep_scores_singles_pairs_and_healthy(tmp_path: Path) -> None:
     table = str(res)
     assert "single faults                     2  100%  100%      100%" in table
     assert "pairs: both in the top 3 in 1/1 (100%)" in table
+
+
+def test_scale_bench_row_measures_a_real_triage(tmp_path) -> None:
+    """One small size end to end: the bundle is simulated and triaged in child processes, and the row says so."""
+    from diagnose.bench import bench_scale, scale_table
+
+    (row,) = bench_scale((16,), seed=3, workdir=tmp_path)
+    assert row.hosts == 16 and row.gpus == 128
+    assert row.files > 16 * 2  # ibstat and dmesg of every host, the fabric files, the job log
+    assert row.ports > 16 * 8  # HCA ports and the switch ports
+    assert row.wall_s > row.floor_s > 0 and row.peak_rss_mib > 50
+    assert row.top_cause == "link.bad_cable" and row.located
+    assert "link.bad_cable (yes)" in scale_table([row])
+    assert not any(tmp_path.iterdir())  # the bundles are removed

@@ -369,12 +369,22 @@ def bench_sweep_cmd(
 @bench_app.command("scale")
 def bench_scale_cmd(
     hosts: Annotated[list[int], typer.Option("--hosts", help="Fabric sizes in hosts (8 GPUs each).")] = [512, 1024, 2048, 4096],  # noqa: B006
+    seed: Annotated[int, typer.Option(help="Simulator seed.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON (for docs/render_scale_svg.py).")] = None,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where the simulated bundles are written (removed after).")] = None,
 ) -> None:
     """Triage wall time, peak memory and ratio to the parse floor on simulated fabrics."""
-    from diagnose.bench import bench_scale
+    import dataclasses
+    import json
+
+    from diagnose.bench import bench_scale, scale_table
 
     with err.status("simulating fabrics and triaging them"):
-        typer.echo(bench_scale(tuple(hosts)))
+        rows = bench_scale(tuple(hosts), seed=seed, workdir=workdir)
+    typer.echo(scale_table(rows))
+    if json_out is not None:
+        json_out.write_text(json.dumps({"command": "diagnose bench scale " + " ".join(f"--hosts {h}" for h in hosts),
+                                        "rows": [dataclasses.asdict(r) for r in rows]}, indent=1) + "\n")
 
 
 @app.command()
