@@ -33,6 +33,9 @@ ALWAYS = frozenset({"port_xmit_data", "port_rcv_data", "port_xmit_wait"})
 # counters whose standing still on every port is itself evidence (LinkDowned not moving argues against a
 # flapping link): for bulk dumps the table counts those quiet ports instead of keeping a zero series for each
 QUIET = ("link_downed",)
+# traffic counts nothing reads beyond the ALWAYS ones: a bulk dump's values for them are not kept
+TRAFFIC_ONLY = frozenset({"port_xmit_packets", "port_rcv_packets", "unicast_xmit_packets", "unicast_rcv_packets",
+                          "multicast_xmit_packets", "multicast_rcv_packets"})
 
 _EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
 _LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
@@ -145,24 +148,50 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
         nothing = np.array([], dtype=np.int64)
         return CounterTable(pd.DataFrame(), pd.DataFrame(), 0, 0, [], {}, [], nothing, [], nothing, [], nothing,
                             np.array([], dtype=object), nothing, {})
-    # port ids over both shapes
-    key_parts = [k for k in (_keys(long) if long is not None else None, _keys(wide) if wide is not None else None)
-                 if k is not None]
-    all_keys = pd.concat(key_parts, ignore_index=True)
-    pid_all = all_keys.groupby(KEYS, sort=True).ngroup().to_numpy()
-    ports = all_keys.assign(pid=pid_all).drop_duplicates("pid").sort_values("pid").set_index("pid")[KEYS]
+    # port ids over both shapes: each key column factorized in sorted order, the codes combined in mixed radix,
+    # so that pid order is the lexicographic order of (host, device, guid, lid, port) without a frame groupby
     n_long = len(long) if long is not None else 0
+    key_parts = [_keys(df) for df in (long, wide) if df is not None]
+    codes = np.zeros(n_long + (len(wide) if wide is not None else 0), dtype=np.int64)
+    uniques: dict[str, np.ndarray] = {}
+    span = 1
+    for k in KEYS:
+        col = np.concatenate([kp[k].to_numpy() for kp in key_parts])
+        c, u = pd.factorize(col, sort=True)
+        span *= max(len(u), 1)
+        if span >= 1 << 62:
+            raise OverflowError("too many distinct port keys to combine")  # not reachable with real fabrics
+        codes = codes * len(u) + c
+        uniques[k] = np.asarray(u, dtype=object)
+    order_u, pid_all = np.unique(codes, return_inverse=True)
+    rest = order_u.copy()
+    cols: dict[str, np.ndarray] = {}
+    for k in reversed(KEYS):  # decode the combined codes back into the key values of each port
+        n = len(uniques[k])
+        cols[k] = uniques[k][rest % n]
+        rest //= n
+    ports = pd.DataFrame({k: cols[k] for k in KEYS})
+    ports["lid_k"] = ports["lid_k"].astype(np.int64)
+    ports["port_k"] = ports["port_k"].astype(np.int64)
+    del codes
     pid_long, pid_wide = pid_all[:n_long], pid_all[n_long:]
-    # snapshot triples over both shapes
-    trip_parts = []
-    for df in (long, wide):
-        if df is not None:
-            trip_parts.append(pd.DataFrame({"timestamp": df["timestamp"].astype(object).to_numpy(),
-                                            "source": df["source"].astype(str).to_numpy(),
-                                            "snapshot": df["snapshot"].astype(np.int64).to_numpy()}))
-    trips = pd.concat(trip_parts, ignore_index=True)
-    tcode, tuniq = pd.factorize(pd.MultiIndex.from_frame(trips.fillna({"timestamp": ""})))
-    tu = pd.DataFrame(list(tuniq), columns=["timestamp", "source", "snapshot"]).replace({"timestamp": {"": None}})
+    # snapshot triples over both shapes, the same way
+    ts_col = np.concatenate([df["timestamp"].astype(object).to_numpy() for df in (long, wide) if df is not None])
+    src_col = np.concatenate([df["source"].astype(str).to_numpy(object) for df in (long, wide) if df is not None])
+    snap_col = np.concatenate([df["snapshot"].astype(np.int64).to_numpy() for df in (long, wide) if df is not None])
+    ts_c, ts_u = pd.factorize(ts_col, use_na_sentinel=False)
+    src_c0, src_u = pd.factorize(src_col)
+    snap_c, snap_u = pd.factorize(snap_col)
+    combo = (ts_c.astype(np.int64) * len(src_u) + src_c0) * len(snap_u) + snap_c
+    tcode_u, tcode = np.unique(combo, return_inverse=True)
+    r = tcode_u.copy()
+    tu_snap = np.asarray(snap_u)[r % len(snap_u)]
+    r //= len(snap_u)
+    tu_src = np.asarray(src_u, dtype=object)[r % len(src_u)]
+    r //= len(src_u)
+    tu_ts = np.asarray(ts_u, dtype=object)[r]
+    tu = pd.DataFrame({"timestamp": [None if (t is None or (isinstance(t, float) and t != t)) else t for t in tu_ts],
+                       "source": tu_src, "snapshot": tu_snap})
     rank = snapshot_rank(tu)
     tsec = _epoch(tu["timestamp"])
     order_all, ts_all = rank[tcode], tsec[tcode]
@@ -222,7 +251,7 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
         src_c, host_c = src_codes_all[n_long:], host_codes_all[n_long:]
         ext = wide["extended"].to_numpy(bool)
         for c in vocab:
-            if f"v:{c}" not in wide:
+            if f"v:{c}" not in wide or c in TRAFFIC_ONLY:
                 continue
             v = wide[f"v:{c}"].to_numpy(np.int64)
             present = v >= 0
@@ -234,8 +263,9 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
                 if c in QUIET:
                     # ports read in two or more snapshots whose counter never left zero
                     zero = present & ~keep
-                    pairs = np.unique(np.stack([pid_wide[zero], o[zero]]), axis=1) if zero.any() else np.empty((2, 0))
-                    per_port = np.unique(pairs[0], return_counts=True)[1] if pairs.shape[1] else np.array([])
+                    radix = int(o.max()) + 1 if len(o) else 1
+                    seen = np.unique(pid_wide[zero].astype(np.int64) * radix + o[zero])  # distinct (port, snapshot)
+                    per_port = np.unique(seen // radix, return_counts=True)[1] if len(seen) else np.array([])
                     quiet_ports[c] = int((per_port >= 2).sum())
                     first = np.flatnonzero(zero)[:3]
                     ln = wide[f"l:{c}"].to_numpy(np.int64)
