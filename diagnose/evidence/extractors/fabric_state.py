@@ -148,6 +148,12 @@ def link_flaps(ctx: Context) -> list[Finding]:
             ev["key"] = ev["bdf"].astype(str)
             parts.append(ev)
         probe = mlx[~mlx["category"].isin(["link_down", "link_up"])]
+        # the start-up reference only matters on hosts whose ports went down
+        down_hosts = set(mlx.loc[mlx["category"] == "link_down", "host"].fillna(""))
+        kev0 = ctx.frame("KernelEvent")
+        if not kev0.empty and "category" in kev0:
+            down_hosts |= set(kev0.loc[kev0["category"] == "ib_link", "host"].fillna(""))
+        probe = probe[probe["host"].fillna("").isin(down_hosts)]
         for (src, host), grp in probe.groupby([probe["source"], probe["host"].fillna("")]):
             # the driver probe lines come first in a kernel log: their time is the start-up reference
             ts = [t for t in (_secs(x) for x in grp.nsmallest(8, "line")["timestamp"]) if t is not None]
@@ -168,6 +174,9 @@ def link_flaps(ctx: Context) -> list[Finding]:
         cols = ["source", "line", "text", "host", "timestamp", "dir", "key", "netdev", "message"]
         ev = pd.concat([p[cols] for p in parts], ignore_index=True)
         ev["host"] = ev["host"].fillna("").astype(str)
+        # only the ports that went down at least once are looked at (a fleet logs thousands of boot-time "up"s)
+        downs = ev.loc[ev["dir"] == "down", ["host", "key"]].drop_duplicates()
+        ev = ev.merge(downs, on=["host", "key"], how="inner") if len(downs) < len(ev) else ev
         ev = ev.sort_values(["host", "key", "source", "line"], kind="stable")
         for (host, key), grp in ev.groupby(["host", "key"], sort=True):
             if not (grp["dir"] == "down").any():
