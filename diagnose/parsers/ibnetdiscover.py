@@ -42,18 +42,16 @@ shapes ``ibnetdiscover.c`` prints are read column-wise, with the normalised GUID
 (they recur on every port line) and the records built field by field (:func:`_build`); id lines and blank lines
 are skipped. Every other line (prompts, tool errors, comments, ports without peer, port lines with an odd comment,
 a line cut by truncation) goes through the line-by-line logic with the state it would have there. The cyclic
-garbage collector is paused meanwhile (:func:`_gc_paused`). ``tests/parsers/test_ibnetdiscover_fast.py`` checks
+garbage collector is paused meanwhile (:func:`diagnose.gcpause.gc_paused`). ``tests/parsers/test_ibnetdiscover_fast.py`` checks
 the equivalence on every sample, on variants of them and on generated mixtures of real and malformed lines.
 """
 
 from __future__ import annotations
 
-import gc
 import re
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import fields
 from functools import cache, lru_cache
 from itertools import accumulate, chain, compress, islice, repeat
@@ -63,6 +61,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
+from diagnose.gcpause import gc_paused
 from diagnose.models.records import TEXT_CLIP, ParseResult, Record, clip
 from diagnose.parsers._fabric import FabricLink, FabricNode, FabricPortState, norm_width, speed_name
 from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
@@ -124,30 +123,13 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     records: list[Record] = []
     problems: list[str] = []
     try:
-        with _gc_paused():
+        with gc_paused():
             _parse(text, source, host, records, problems)
     except Exception as exc:  # pragma: no cover - defensive
         problems.append(f"parser error: {type(exc).__name__}: {exc}")
     return ParseResult(format=FORMAT, records=records, problems=problems)
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a large, acyclic structure is built.
-
-    Building ~100k records (plus the regex row tuples) triggers the collector hundreds of times, and each full
-    pass walks every record built so far: a third of the parse time on a 2,048-host topology. Nothing built here
-    forms reference cycles, so collecting later frees the same memory. Reference counting keeps working, and the
-    collector is re-enabled only if it was enabled on entry (a nested or concurrent pause does not turn it on
-    early for the outer one; another thread's pause can at worst leave it on during ours).
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @lru_cache(maxsize=256)

@@ -14,11 +14,8 @@ adding the nodes and edges one row at a time.
 
 from __future__ import annotations
 
-import gc
 import re
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.evidence.context import val
+from diagnose.gcpause import gc_paused
 
 _CA_DESC = re.compile(r"^(?P<host>[A-Za-z0-9][\w.\-]*)\s+(?P<dev>(?:mlx\d+_(?:bond_)?\d+|HCA-\d+|ib[\w]+|irdma\d+|bnxt_re\d+))\b")
 _SW_NAME = re.compile(r"^(?:MF\d+;)?(?P<name>[^:;]+?)(?::\S+)?$")
@@ -162,18 +160,6 @@ def _strings(df: pd.DataFrame, name: str) -> list[str | None]:
     return [v if v is None or type(v) is str else str(v) for v in _values(df, name)]
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the ~300k dicts, tuples and PortInfo of a large fabric are
-    built: nothing here forms a reference cycle, and the collector would otherwise walk the growing model
-    again and again. Re-enabled only if it was enabled on entry."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def build_fabric(frames: dict[str, pd.DataFrame]) -> Fabric | None:
@@ -182,7 +168,7 @@ def build_fabric(frames: dict[str, pd.DataFrame]) -> Fabric | None:
     links = frames.get("FabricLink")
     if links is None or links.empty:
         return None
-    with _gc_paused():
+    with gc_paused():
         return _build_fabric(frames, links)
 
 
