@@ -488,3 +488,16 @@ def test_truth_names_cause_scope_and_location(tmp_path):
     kernel = _parse(root, "gpu-b002/dmesg.txt")
     assert any("0000:9b:00.0" in r.text and "timeout" in r.text for r in kernel)
     assert not any("timeout" in r.text for r in _parse(root, "gpu-b001/dmesg.txt"))
+
+
+def test_bad_cable_under_one_leaf_does_not_explain_congestion_on_another(tmp_path: Path) -> None:
+    """Retransmissions explain credit waits only where they happen: physical errors rising on gpu-a003's cable
+    (under leaf-a-r0) must not argue strongly against the hot spots on leaf-a-r5; both are reported."""
+    out = simulate(tmp_path / "b", hosts=32, faults=["link.bad_cable@gpu-a003/mlx5_0", "fabric.congestion@leaf-a-r5"],
+                   seed=5)
+    d = triage([out])
+    got = {c.id: c for c in d.causes}
+    assert got["link.bad_cable"].verdict == "confirmed" and got["link.bad_cable"].location.host == "gpu-a003"
+    assert got["fabric.congestion"].verdict == "confirmed" and got["fabric.congestion"].location.device == "leaf-a-r5"
+    against = {e.finding for e in got["fabric.congestion"].against}
+    assert "xmit_wait_profile" not in against  # the strong clause: errors at the waiting devices

@@ -19,7 +19,7 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding, hosts_label, primary, sval
 from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
-from diagnose.evidence.extractors.links import _port_index
+from diagnose.evidence.extractors.links import PHY_COUNTERS, _port_index
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 MAX_PORT_FINDINGS = 8
@@ -407,6 +407,51 @@ def _hot_ports(measured: pd.DataFrame) -> tuple[float, float, pd.DataFrame]:
     return med, top, hot
 
 
+def _node_of(ctx: Context, guid: str, lid: int, host: str, dev: str) -> str | None:
+    """The device a counter port belongs to: its node GUID, else the switch behind its LID, else host/device."""
+    if guid:
+        return guid
+    fab = ctx.fabric
+    if fab is not None and lid >= 0 and lid in fab.by_lid:
+        return str(fab.by_lid[lid])
+    return f"{host}/{dev}" if host or dev else None
+
+
+def _phy_errors_near(ctx: Context, waiting: pd.DataFrame) -> int:
+    """The largest rise of a physical-layer error counter on a device that holds a waiting port, or on the far
+    end of a waiting port's cable: retransmissions there explain those waits. Errors rising elsewhere in the
+    fabric do not: a bad cable under one leaf and congestion on another spine are two problems."""
+    if waiting.empty:
+        return 0
+    t = ctx.counters.series
+    if t.empty:
+        return 0
+    phy = t[t["counter"].isin(PHY_COUNTERS) & (t["snaps"] > 1) & (t["inc"] > 0)]
+    if phy.empty:
+        return 0
+    fab = ctx.fabric
+    near_nodes: set[str] = set()
+    near_ports: set[tuple[str, int]] = set()
+    for host, dev, guid, lid, port in waiting.index:
+        node = _node_of(ctx, str(guid), int(lid), str(host), str(dev))
+        if node is None:
+            continue
+        near_nodes.add(node)
+        if fab is not None and int(port) >= 0:
+            far = fab.peer(node, int(port))
+            if far is not None:
+                near_ports.add((str(far[0]), int(far[1])))
+    best = 0
+    for host, dev, guid, lid, port, inc in zip(phy["host_k"], phy["dev_k"], phy["guid_k"], phy["lid_k"], phy["port_k"],
+                                              phy["inc"], strict=True):
+        node = _node_of(ctx, str(guid), int(lid), str(host), str(dev))
+        if node is None and fab is not None and host and dev:
+            node = fab.hca(str(host), str(dev))
+        if node is not None and (node in near_nodes or (node, int(port)) in near_ports):
+            best = max(best, int(inc))
+    return best
+
+
 @extractor
 def congestion(ctx: Context) -> list[Finding]:
     """PortXmitWait against PortXmitData, per port: the share of the port's transmit capacity lost waiting
@@ -439,6 +484,7 @@ def congestion(ctx: Context) -> list[Finding]:
         ))
     hca_guids = set(_port_index(ctx)[1])
     med, top, hot = _hot_ports(measured)
+    phy_near = _phy_errors_near(ctx, waiting)
     rows = [int(e) - 1 for e in measured.sort_values("ratio", ascending=False).head(3)["end_w"]]
     out.append(finding(
         "xmit_wait_profile",
@@ -447,6 +493,7 @@ def congestion(ctx: Context) -> list[Finding]:
         + (f"; {len(hot)} port(s) stand out as hot spots" if len(hot) else "") + ".",
         frame.frame(rows),
         attrs={"ports": len(measured), "max_ratio": round(top, 4), "median_ratio": round(med, 4),
+               "phy_delta_near": phy_near,
                "hot_ports": len(hot), "delta_ports": int((measured["basis"] == "delta").sum()),
                "switch_ports": int(sum(1 for k in measured.index if k[2] and not k[1] and k[2] not in hca_guids))},
     ))
