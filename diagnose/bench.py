@@ -506,14 +506,19 @@ class ScaleRow:
 _TRIAGE_CHILD = """
 import json, resource, sys, time, pathlib
 from diagnose.bench import parse_floor_tree
-from diagnose.pipeline import triage
+from diagnose.catalog.loader import load_catalog
+from diagnose.engine import infer
+from diagnose.pipeline import gather
 d = pathlib.Path(sys.argv[1])
 floor = parse_floor_tree(d)
 t = time.perf_counter()
-r = triage([d])
+ev = gather([d])  # what triage() does, keeping the evidence for the second process's peak memory
+r = infer(load_catalog(), ev.findings, ev.symptoms, ev.formats, ev.files)
 wall = time.perf_counter() - t
 top = r.causes[0] if r.causes else None
-print(json.dumps({"wall": wall, "floor": floor, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+# the triage's own peak plus the second process that parsed the bulk dumps (an upper bound of the two together)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + ev.second_core_peak_mib
+print(json.dumps({"wall": wall, "floor": floor, "rss": rss,
                   "top": top.id if top else "", "where": top.location.label() if top else ""}))
 """
 

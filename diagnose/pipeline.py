@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -39,6 +41,7 @@ class Evidence:
     findings: list[Finding] = field(default_factory=list)
     symptoms: list[Symptom] = field(default_factory=list)
     formats: set[str] = field(default_factory=set)
+    second_core_peak_mib: float = 0.0  # peak RSS of the process that parsed bulk dumps, when one did
 
 
 def _parse_binary(bf: BundleFile, ev: Evidence) -> bool:
@@ -169,6 +172,44 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
 
 
+def _parse_part(bf: BundleFile, limits: LoadLimits) -> Evidence:
+    """One file parsed into its own Evidence (in the second process)."""
+    import resource
+
+    part = Evidence()
+    _parse_file(bf, part, limits)
+    part.second_core_peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return part
+
+
+def _offloadable(files: list[BundleFile], limits: LoadLimits) -> set[int]:
+    """Large counter dumps worth parsing on the second core: bulk formats (numpy-decoded, so their result is a
+    few arrays that cross a process boundary cheaply), together at least ``limits.parallel_min_bytes``."""
+    if (os.cpu_count() or 1) < 2 or limits.parallel_min_bytes <= 0:
+        return set()
+    picked: set[int] = set()
+    total = 0
+    for i, bf in enumerate(files):
+        if bf.stream is None or bf.text is None:
+            continue
+        sn = sniff_file(bf.path, bf.text)
+        if sn.formats and all(hasattr(parsers.by_format(f), "parse_bytes_bulk") for f in sn.formats):
+            picked.add(i)
+            total += bf.stream.size
+    return picked if total >= limits.parallel_min_bytes else set()
+
+
+def _second_core() -> ProcessPoolExecutor | None:
+    """A one-process pool from a fork server (safe when the caller runs threads, as the service does)."""
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["diagnose.pipeline"])
+        return ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+    except Exception as exc:  # noqa: BLE001 - no second process: parse everything here
+        log.warning("parallel_parse_unavailable", error=repr(exc))
+        return None
+
+
 def gather(
     paths: Sequence[str | os.PathLike[str]],
     symptom: str | None = None,
@@ -182,10 +223,36 @@ def gather(
     # text is then the only evidence; with neither, load_inputs explains what to pass
     files = load_inputs(paths, limits) if paths or not (symptom and symptom.strip()) else []
     ev = Evidence()
+    offload = _offloadable(files, limits)
+    pool = _second_core() if offload else None
+    parts: list[Evidence | Future[Evidence]] = []
     for i, bf in enumerate(files, 1):
-        _parse_file(bf, ev, limits, progress)
+        if pool is not None and i - 1 in offload:
+            try:
+                parts.append(pool.submit(_parse_part, bf, limits))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
+                log.warning("parallel_parse_unavailable", error=repr(exc))
+                pool = None
+        part = Evidence()
+        _parse_file(bf, part, limits, progress)
+        parts.append(part)
         if progress:
             progress(bf.path, i, len(files))
+    for bf, part in zip(files, parts, strict=True):  # merged in file order: the result does not depend on timing
+        if isinstance(part, Future):
+            try:
+                part = part.result()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("parallel_parse_failed", file=bf.path, error=repr(exc))
+                part = Evidence()
+                _parse_file(bf, part, limits, progress)
+        ev.records.extend(part.records)
+        ev.files.extend(part.files)
+        ev.formats |= part.formats
+        ev.second_core_peak_mib = max(ev.second_core_peak_mib, part.second_core_peak_mib)
+    if pool is not None:
+        pool.shutdown(wait=True)
     log.info("bundle_parsed", files=len(files), records=len(ev.records), formats=sorted(ev.formats))
     if symptom and symptom.strip():
         ev.symptoms.extend(from_text(symptom, symptom_source))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.pipeline import gather, triage
+from diagnose.bundle import LoadLimits, load_inputs
+from diagnose.pipeline import _offloadable, gather, triage
 from diagnose.render import render_json
 
 HOSTS = 448
@@ -61,3 +62,16 @@ def test_large_bundle_is_byte_identical_and_localised(tmp_path: Path, catalog) -
     top = d.causes[0]
     assert top.id == "link.bad_cable" and top.verdict == "confirmed"
     assert (top.location.host, top.location.device, top.location.port) == ("gpu-c077", "mlx5_3", 1)
+
+
+def test_bulk_dumps_parsed_on_the_second_core_give_the_same_diagnosis() -> None:
+    """Large counter dumps go to a second process; the diagnosis must not depend on where they were parsed."""
+    bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"
+    small = dict(stream_bytes=1024, chunk_bytes=4096)  # treat the fixture's dumps as large files
+    parallel = LoadLimits(parallel_min_bytes=1, **small)
+    serial = LoadLimits(parallel_min_bytes=0, **small)
+    assert len(_offloadable(load_inputs([bundle], parallel), parallel)) == 2  # both perfquery snapshots
+    a = triage([bundle], limits=parallel).model_dump_json()
+    b = triage([bundle], limits=serial).model_dump_json()
+    assert a == b
+    assert '"link.bad_cable"' in a

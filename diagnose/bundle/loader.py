@@ -36,6 +36,7 @@ class LoadLimits:
     max_archive_members: int = 100_000
     max_archive_bytes: int = 4 * 1024 * 1024 * 1024
     max_bulk_bytes: int = 2 * 1024 * 1024 * 1024  # bulk counter dumps are read whole up to this size
+    parallel_min_bytes: int = 96 * 1024 * 1024  # bulk dumps this large together are parsed on a second core (0: never)
 
 
 @dataclass
