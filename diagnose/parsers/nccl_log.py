@@ -218,6 +218,10 @@ def sniff(head: str) -> int:
     return 0 if hits == 0 else 60 + 10 * hits
 
 
+_LEAD_DIGITS = re.compile(r"(\d+)")
+_NET_NO_DEVICE = re.compile(r"^NET/(\w+) ?: No device found")
+
+
 def _channel(msg: str, common: dict[str, Any]) -> NcclChannel | None:
     m = _CHANNEL.match(msg)
     if not m:
@@ -230,7 +234,7 @@ def _channel(msg: str, common: dict[str, Any]) -> NcclChannel | None:
     if transport == "NET" and len(parts) > 1:
         net = parts[1]
         if len(parts) > 2:
-            d = re.match(r"(\d+)", parts[2])
+            d = _LEAD_DIGITS.match(parts[2])
             net_dev = int(d.group(1)) if d else None
     return NcclChannel(
         channel=int(m["ch"]),
@@ -287,7 +291,7 @@ def _info(msg: str, common: dict[str, Any]) -> Record | None:
                 return NcclGdrStatus(
                     net=m["net"], enabled=m["st"] == "Enabled", hca_index=int(m["i"]), device=m["dev"], **common
                 )
-            nd = re.match(r"^NET/(\w+) ?: No device found", msg)
+            nd = _NET_NO_DEVICE.match(msg)
             if nd:
                 return NcclNetNoDevice(net=nd.group(1), **common)
             m = _QP.match(msg)
