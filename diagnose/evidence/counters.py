@@ -37,8 +37,9 @@ QUIET = ("link_downed",)
 TRAFFIC_ONLY = frozenset({"port_xmit_packets", "port_rcv_packets", "unicast_xmit_packets", "unicast_rcv_packets",
                           "multicast_xmit_packets", "multicast_rcv_packets"})
 
-_EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
-_LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
+# file names that place a snapshot before or after another when no capture time is printed
+EARLY_HINT = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
+LATE_HINT = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
 
 
 def snapshot_rank(triples: pd.DataFrame) -> np.ndarray:
@@ -47,7 +48,7 @@ def snapshot_rank(triples: pd.DataFrame) -> np.ndarray:
     ts = pd.to_datetime(triples["timestamp"], errors="coerce", utc=True, format="mixed")
     ts_i = np.array([t.value if not pd.isna(t) else -1 for t in ts], dtype=np.int64)
     name = triples["source"].astype(str).str.rsplit("/", n=1).str[-1]
-    hint = np.array([0 if _EARLY.search(n) else 2 if _LATE.search(n) else 1 for n in name], dtype=np.int64)
+    hint = np.array([0 if EARLY_HINT.search(n) else 2 if LATE_HINT.search(n) else 1 for n in name], dtype=np.int64)
     order = pd.DataFrame({"ts": ts_i, "hint": hint, "source": triples["source"].astype(str).to_numpy(),
                           "snapshot": triples["snapshot"].to_numpy()})
     idx = order.sort_values(["ts", "hint", "source", "snapshot"], kind="stable").index.to_numpy()

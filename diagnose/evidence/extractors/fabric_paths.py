@@ -24,13 +24,12 @@ import numpy as np
 import pandas as pd
 
 from diagnose.evidence.context import Context, finding, hosts_label, primary, sval, val
+from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 # --------------------------------------------------------------------------------------------- shared helpers
 
-_EARLY = re.compile(r"before|\bpre|start|first|t0|[_-]0\b|[_-]1st", re.I)
-_LATE = re.compile(r"after|\bpost|end|second|last|t1|[_-]2nd", re.I)
 
 
 def _one(values: pd.Series) -> str | None:
@@ -46,7 +45,7 @@ def _order(df: pd.DataFrame) -> pd.Series:
     else:
         ts_i = pd.Series(-1, index=df.index)
     name = df["source"].astype(str).str.rsplit("/", n=1).str[-1]
-    hint = pd.Series(1, index=df.index).mask(name.str.contains(_LATE), 2).mask(name.str.contains(_EARLY), 0)
+    hint = pd.Series(1, index=df.index).mask(name.str.contains(LATE_HINT), 2).mask(name.str.contains(EARLY_HINT), 0)
     key = pd.DataFrame({"ts": ts_i, "hint": hint, "source": df["source"].astype(str), "line": df["line"]})
     idx = key.sort_values(["ts", "hint", "source", "line"], kind="stable").index
     return pd.Series(range(len(idx)), index=idx).reindex(df.index)
