@@ -146,13 +146,17 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
         return types, lid_guid, links
     links = links.copy()
     text = links["text"].astype(str)
-    # ibnetdiscover -p prints both ends' types (``SW 1719 1 0x.. 4x EDR - SW 1516 1 0x..``)
-    for g in links.loc[text.str.match(_SW_TEXT), "guid"]:
-        types.setdefault(str(g), "SW")
-    for g in links.loc[text.str.contains(_PEER_SW_TEXT), "peer_guid"]:
-        types.setdefault(str(g), "SW")
-    for g in links.loc[text.str.contains(_PEER_CA_TEXT), "peer_guid"]:
-        types.setdefault(str(g), "CA")
+    # ibnetdiscover -p prints both ends' types (``SW 1719 1 0x.. 4x EDR - SW 1516 1 0x..``); only those lines
+    # (they start with the node type) are searched, not the topology file's port lines
+    ports_report = text.str.lstrip().str.slice(0, 3).isin(["SW ", "CA ", "RT "])
+    if ports_report.any():
+        pr, prl = text[ports_report], links[ports_report]
+        for g in prl.loc[pr.str.match(_SW_TEXT), "guid"]:
+            types.setdefault(str(g), "SW")
+        for g in prl.loc[pr.str.contains(_PEER_SW_TEXT), "peer_guid"]:
+            types.setdefault(str(g), "SW")
+        for g in prl.loc[pr.str.contains(_PEER_CA_TEXT), "peer_guid"]:
+            types.setdefault(str(g), "CA")
     # a node seen with links on two or more ports is a switch (HCAs here have one port per GUID)
     nports = links.groupby("guid")["port"].nunique()
     for g in nports.index[nports >= 3]:

@@ -42,6 +42,9 @@ def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
     """
     if ports.empty:
         return pd.Series(dtype=bool)
+    cached = ctx.cache.get("relevant_ports")
+    if isinstance(cached, pd.Series) and cached.index.equals(ports.index):
+        return cached  # port_states and port_rates ask about the same IbPort rows
     listed, forced = _nccl_devices(ctx)
     roce = False
     init = ctx.frame("NcclNetInit")
@@ -63,7 +66,9 @@ def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
             out.append(dev in lst or (sval(state) != "Active" and (sval(ca), sval(ll)) in kinds))
         else:
             out.append(sval(ll) != "Ethernet" or roce)
-    return pd.Series(out, index=ports.index, dtype=bool)
+    result = pd.Series(out, index=ports.index, dtype=bool)
+    ctx.cache["relevant_ports"] = result
+    return result
 
 
 @extractor
