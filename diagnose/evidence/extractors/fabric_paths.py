@@ -81,7 +81,7 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
     res: dict[str, str] = {}
     init = ctx.frame("NcclNetInit")
     if not init.empty:
-        for host, net, lls in zip(init["host"].fillna(""), init["net"], init["link_layers"], strict=True):
+        for host, net, lls in zip(init["host"].fillna("").tolist(), init["net"].tolist(), init["link_layers"].tolist(), strict=True):
             vals = [x for x in lls if x]
             if net == "IB" and vals:
                 res[host] = "RoCE" if "RoCE" in vals else "IB"

@@ -19,13 +19,13 @@ def _nccl_devices(ctx: Context) -> tuple[dict[str, set[str]], dict[str, set[str]
     forced: dict[str, set[str]] = {}
     init = ctx.frame("NcclNetInit")
     if not init.empty:
-        for host, net, devs in zip(init["host"].fillna("*"), init["net"], init["devices"], strict=True):
+        for host, net, devs in zip(init["host"].fillna("*").tolist(), init["net"].tolist(), init["devices"].tolist(), strict=True):
             if net == "IB":
                 listed.setdefault(host, set()).update(devs)
     env = ctx.frame("EnvSetting")
     if not env.empty:
         hca = env[env["name"] == "NCCL_IB_HCA"]
-        for host, value in zip(hca["host"].fillna("*"), hca["value"].astype(str), strict=True):
+        for host, value in zip(hca["host"].fillna("*").tolist(), hca["value"].astype(str).tolist(), strict=True):
             if value.lstrip("=").startswith("^"):
                 continue  # an exclusion list names what NCCL must not use
             names = {v.split(":")[0].lstrip("=") for v in value.split(",") if v.strip()}
@@ -52,12 +52,13 @@ def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
         roce = bool(init["link_layers"].map(lambda t: "RoCE" in t).any())
     host = ports["host"].map(sval).fillna("*")
     kinds: set[tuple[str | None, str | None]] = set()
-    for h, dev, ca, ll in zip(host, ports["device"], ports["ca_type"], ports["link_layer"], strict=True):
+    for h, dev, ca, ll in zip(host.tolist(), ports["device"].tolist(), ports["ca_type"].tolist(),
+                              ports["link_layer"].tolist(), strict=True):
         if dev in (listed.get(h) or listed.get("*") or ()):
             kinds.add((sval(ca), sval(ll)))
     out = []
-    for h, dev, ca, ll, state in zip(host, ports["device"], ports["ca_type"], ports["link_layer"], ports["state"],
-                                     strict=True):
+    for h, dev, ca, ll, state in zip(host.tolist(), ports["device"].tolist(), ports["ca_type"].tolist(),
+                                     ports["link_layer"].tolist(), ports["state"].tolist(), strict=True):
         f = forced.get(h) or forced.get("*")
         lst = listed.get(h) or listed.get("*")
         if f:

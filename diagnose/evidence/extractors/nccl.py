@@ -193,7 +193,7 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
     init = ctx.frame("NcclNetInit")
     res: dict[str, str] = {}
     if not init.empty:
-        for host, lls in zip(init["host"].fillna(""), init["link_layers"], strict=True):
+        for host, lls in zip(init["host"].fillna("").tolist(), init["link_layers"].tolist(), strict=True):
             vals = [x for x in lls if x]
             if vals:
                 res[host] = "RoCE" if "RoCE" in vals else "IB"
