@@ -60,6 +60,8 @@ class PgServer:
 def pg_server() -> Iterator[PgServer]:
     bindir = _pg_bin()
     if bindir is None:
+        if os.environ.get("DIAGNOSE_REQUIRE_REAL_SERVERS") == "1":  # CI installs PostgreSQL: missing is a failure
+            pytest.fail("DIAGNOSE_REQUIRE_REAL_SERVERS=1 but no PostgreSQL server binaries found")
         pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) found on PATH or under /usr/lib/postgresql")
     tmp = Path(tempfile.mkdtemp(prefix="diagnose-pg-"))
     data, sock_dir = tmp / "data", tmp / "sock"
