@@ -358,10 +358,16 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
 
 
 class _Machine:
-    """The line parser's state machine, fed only the lines that are not plain counter lines."""
+    """The perfquery state machine: block headers, ``date`` stamps, prompts and perfquery commands, tool errors,
+    counter lines. The bulk parser feeds it only the lines that are not plain numeric counter lines (those are
+    decoded with numpy); the line parser feeds it every line and has it emit the counter records (``emit``)."""
 
-    def __init__(self, source: str, host: str | None, problems: list[str], records: list[Record]) -> None:
+    def __init__(self, source: str, host: str | None, problems: list[str], records: list[Record],
+                 emit: bool = False) -> None:
         self.source, self.host, self.problems, self.records = source, host, problems, records
+        self.emit = emit
+        self.orphan_reported = False
+        self._canon: dict[str, str | None] = {}
         self.guid: str | None = None
         self.timestamp: str | None = None
         self.seen: dict[tuple[str, int | None, int | None, str | None], int] = {}
@@ -459,14 +465,41 @@ class _Machine:
             return
         name, raw = m.group("name"), m.group("val")
         if self.cur is None:
-            return  # an orphan counter line: reported with the numeric ones
-        self.b_extra[self.cur] = self.b_extra.get(self.cur, 0) + 1
-        if canonical_counter(name) is None:
+            # an orphan counter line; the bulk parser reports the numeric ones itself, after its pass
+            if self.emit and not self.orphan_reported and canonical_counter(name):
+                self.problems.append(f"line {n}: counter line before any perfquery header (header missing or cut off)")
+                self.orphan_reported = True
             return
-        if not raw:
-            self.last_bad = (n, stripped)
-        elif not raw.isdigit():
-            self.problems.append(f"line {n}: unparseable value {raw!r} for {name}")
+        if not raw or not raw.isdigit():
+            self.b_extra[self.cur] = self.b_extra.get(self.cur, 0) + 1
+            if canonical_counter(name) is None:
+                return
+            if not raw:
+                self.last_bad = (n, stripped)
+            else:
+                self.problems.append(f"line {n}: unparseable value {raw!r} for {name}")
+            return
+        self.counter(n, line, name, int(raw))
+
+    def counter(self, n: int, line: str, name: str, value: int) -> None:
+        """A numeric counter line inside the open block (``emit``: as a PortCounter record)."""
+        b = self.cur
+        assert b is not None
+        self.b_extra[b] = self.b_extra.get(b, 0) + 1
+        self.last_bad = None
+        if not self.emit:
+            return
+        canon = self._canon.get(name, "")
+        if canon == "":
+            canon = self._canon[name] = canonical_counter(name)
+        if canon is None:
+            return
+        key = self.b_key[b]
+        self.records.append(PortCounter(
+            source=self.source, line=n, text=clip(line), host=self.host, lid=key[1], guid=key[3], port=key[2],
+            counter=canon, value=value, extended=key[0] == "Port extended", snapshot=self.b_snap[b],
+            timestamp=self.b_ts[b],
+        ))
 
     def finish(self, counts: np.ndarray, last_numeric_line: int) -> None:
         """The line parser's truncation check on the last block."""
@@ -487,158 +520,16 @@ class _Machine:
             self.problems.append(f"truncated: block for {label} ends early ({mine} of {expected} lines)")
 
 
-
-
-@dataclass
-class _Block:
-    key: tuple[str, int | None, int | None, str | None]  # (attribute, lid, port, guid)
-    line: int
-    label: str
-    extended: bool
-    snapshot: int
-    timestamp: str | None
-    counter_lines: int = 0
-
-
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:
-    cur_host = host
-    guid: str | None = None
-    timestamp: str | None = None
-    seen: dict[tuple[str, int | None, int | None, str | None], int] = {}
-    block: _Block | None = None
-    max_lines: dict[str, int] = {}
-    orphan_reported = False
-    last_line_bad: tuple[int, str] | None = None
-
-    def close() -> None:
-        nonlocal block
-        if block is not None:
-            attr = block.key[0]
-            max_lines[attr] = max(max_lines.get(attr, 0), block.counter_lines)
-        block = None
-
-    canon_cache: dict[str, str | None] = {}
+    """Line by line, for captures that are not plain dumps (prompts, several tools, errors, cut files)."""
+    state = _Machine(source, host, problems, records, emit=True)
+    fast, counter = _FAST_COUNTER_RE.match, state.counter
     for n, line in iter_lines(text):
-        if block is not None:
-            # fast path: inside a block almost every line is `Name:.....value`
-            fm = _FAST_COUNTER_RE.match(line)
+        if state.cur is not None:
+            fm = fast(line)  # inside a block almost every line is `Name:.....value`
             if fm is not None:
-                name = fm.group(1)
-                block.counter_lines += 1
-                canon = canon_cache.get(name, "")
-                if canon == "":
-                    canon = canon_cache[name] = canonical_counter(name)
-                last_line_bad = None
-                if canon is not None:
-                    records.append(PortCounter(
-                        source=source, line=n, text=clip(line), host=cur_host, lid=block.key[1],
-                        guid=block.key[3], port=block.key[2], counter=canon, value=int(fm.group(2)),
-                        extended=block.extended, snapshot=block.snapshot, timestamp=block.timestamp,
-                    ))
+                counter(n, line, fm.group(1), int(fm.group(2)))
                 continue
-        stripped = line.strip()
-        if not stripped:
-            continue
-        last_line_bad = None
-        err = tool_error(line)
-        if err is not None:
-            records.append(
-                ToolError(source=source, line=n, text=clip(line), host=cur_host, tool=FORMAT, message=err)
-            )
-            continue
-        m = _HDR_RE.match(line)
-        if m:
-            close()
-            attr = m.group("attr")
-            lm = _LID_RE.search(m.group("portid"))
-            lid = int(lm.group("lid")) if lm else None
-            port_num = int(m.group("port"))
-            port = None if port_num == ALL_PORTS else port_num
-            key = (attr, lid, port, guid)
-            snap = seen.get(key, 0)
-            seen[key] = snap + 1
-            label = f"Lid {lid if lid is not None else m.group('portid')} port {port_num}"
-            block = _Block(
-                key=key,
-                line=n,
-                label=label,
-                extended=attr == "Port extended",
-                snapshot=snap,
-                timestamp=timestamp,
-            )
-            continue
-        ts = _timestamp(line)
-        if ts is not None:
-            close()
-            timestamp = ts
-            continue
-        p = prompt(line)
-        cmd = p[1] if p is not None else command_line(line, ("perfquery",))
-        if p is not None or cmd is not None:
-            close()
-            if p is not None and p[0]:
-                cur_host = p[0]
-            if cmd and "perfquery" in cmd:
-                gm = _GUID_ARG_RE.search(cmd)
-                guid = norm_guid(gm.group("guid")) if gm else None
-            continue
-        if stripped.startswith("#"):
-            close()  # another attribute's header (e.g. `# PortSamplesControl:`) or a comment ends the block
-            continue
-        m = _COUNTER_RE.match(line)
-        if not m:
-            if (
-                block is not None
-                and stripped.startswith(tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
-                and ":" not in stripped
-            ):
-                last_line_bad = (n, stripped)  # e.g. a line cut before its colon
-            continue
-        name, raw = m.group("name"), m.group("val")
-        if block is None:
-            if canonical_counter(name) and not orphan_reported:
-                problems.append(
-                    f"line {n}: counter line before any perfquery header (header missing or cut off)"
-                )
-                orphan_reported = True
-            continue
-        block.counter_lines += 1
-        canon = canonical_counter(name)
-        if canon is None:
-            continue
-        if not raw:
-            last_line_bad = (n, stripped)
-            continue
-        if not raw.isdigit():
-            problems.append(f"line {n}: unparseable value {raw!r} for {name}")
-            continue
-        records.append(
-            PortCounter(
-                source=source,
-                line=n,
-                text=clip(line),
-                host=cur_host,
-                lid=block.key[1],
-                guid=block.key[3],
-                port=block.key[2],
-                counter=canon,
-                value=int(raw),
-                extended=block.extended,
-                snapshot=block.snapshot,
-                timestamp=block.timestamp,
-            )
-        )
-    if block is not None:
-        attr = block.key[0]
-        if last_line_bad is not None:
-            problems.append(
-                f"truncated: block for {block.label} ends early (line {last_line_bad[0]}: "
-                f"{last_line_bad[1]!r})"
-            )
-        elif block.counter_lines == 0:
-            problems.append(f"truncated: block for {block.label} ends early (no counters)")
-        elif block.counter_lines < max_lines.get(attr, 0):
-            problems.append(
-                f"truncated: block for {block.label} ends early ({block.counter_lines} of "
-                f"{max_lines[attr]} lines)"
-            )
+        state.line(n, line)
+    nb = len(state.b_line)
+    state.finish(np.array([state.b_extra.get(i, 0) for i in range(nb)], dtype=np.int64), 0)
