@@ -17,6 +17,7 @@ raw bytes (the signature covers exactly what was sent, so nothing is parsed firs
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +26,7 @@ from typing import Any, Literal
 import anyio
 import anyio.to_thread
 import structlog
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -144,6 +145,25 @@ def _include_chat(app: FastAPI, settings: Settings, store: SqlStore) -> None:
     log.info("chat_enabled")
 
 
+def read_guard(settings: Settings) -> Any:
+    """The dependency of the read endpoints: incidents and stored requests carry host names, alert bodies and
+    diagnoses, so when ``DIAGNOSE_READ_TOKEN`` is set they need ``Authorization: Bearer <token>`` (compared in
+    constant time). ``/healthz`` and ``/metrics`` stay open for probes and scrapers; they hold no incident data."""
+    token = settings.read_token.get_secret_value().encode() if settings.read_token else None
+
+    def guard(request: Request) -> None:
+        if token is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token):
+            log.warning("read_unauthorized", path=request.url.path,
+                        client=request.client.host if request.client else None)
+            raise HTTPException(401, "unauthorized: this endpoint needs Authorization: Bearer <DIAGNOSE_READ_TOKEN>",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    return guard
+
+
 def create_app(settings: Settings | None = None, *, start_worker: bool = True) -> FastAPI:
     """Build the service: opens (and migrates) the store now, so a bad store URL fails before serving.
 
@@ -238,13 +258,15 @@ def create_app(settings: Settings | None = None, *, start_worker: bool = True) -
         worker.notify()
         return JSONResponse({"request_id": acc.request_id, "status": "accepted"}, status_code=202)
 
-    @app.get("/incidents")
+    reader = [Depends(read_guard(settings))]
+
+    @app.get("/incidents", dependencies=reader)
     def incidents(limit: int = Query(20, ge=1, le=500),
                   status: IncidentStatusQ | None = None) -> list[dict[str, Any]]:
         """Newest incidents first, without the diagnosis body (``top_cause`` names its first cause)."""
         return [incident_json(store, r, full=False) for r in store.list_incidents(limit=limit, status=status)]
 
-    @app.get("/incidents/{incident_id}")
+    @app.get("/incidents/{incident_id}", dependencies=reader)
     def incident(incident_id: int) -> dict[str, Any]:
         """One incident: its alerts count, post-back outcomes and the diagnosis (the triage JSON contract)."""
         rec = store.get_incident(incident_id)
@@ -252,7 +274,7 @@ def create_app(settings: Settings | None = None, *, start_worker: bool = True) -
             raise HTTPException(404, f"no incident {incident_id}")
         return incident_json(store, rec)
 
-    @app.get("/requests")
+    @app.get("/requests", dependencies=reader)
     def requests(status: RequestStatusQ | None = None, limit: int = Query(50, ge=1, le=500)) -> list[dict[str, Any]]:
         """Stored hook requests, newest first; ``?status=rejected`` shows what senders got wrong, and why."""
         return [r.as_json(body_limit=4096) for r in store.list_requests(status=status, limit=limit)]

@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     teams_secret: SecretStr | None = Field(None, description="Base64 HMAC key of the Teams outgoing webhook.")
     mattermost_token: SecretStr | None = None
     max_request_age_s: int = Field(300, description="Signed requests older than this are stale (401).")
+    read_token: SecretStr | None = Field(
+        None, description="Bearer token required by the read endpoints (/incidents, /requests); unset = open.")
 
     # evidence
     prometheus_url: str | None = None

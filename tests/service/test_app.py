@@ -253,3 +253,21 @@ def test_incidents_cli_reads_the_store(service: Any, tmp_path: Path) -> None:
     assert bad.exit_code == 2
     nofile = runner.invoke(cli, ["incidents", "list", "--config", str(tmp_path / "nope.env")])
     assert nofile.exit_code == 2 and "no such config file" in nofile.output
+
+
+def test_read_endpoints_need_the_read_token_when_one_is_set(service: Any) -> None:
+    svc = service(alertmanager_token=TOKEN, read_token="reader-secret")
+    assert post(svc, alertmanager_payload(5, host="gpu-r001")).status_code == 202
+    svc.worker.run_until_idle()
+    for path in ("/incidents", "/requests", "/incidents/1"):
+        anon = httpx.get(f"{svc.base_url}{path}")
+        assert anon.status_code == 401 and anon.headers["www-authenticate"] == "Bearer"
+        assert "gpu-r001" not in anon.text  # nothing of the incident leaks in the refusal
+        assert httpx.get(f"{svc.base_url}{path}", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        # the hook's own token is not a read token
+        assert httpx.get(f"{svc.base_url}{path}", headers=AUTH).status_code == 401
+    ok = httpx.get(f"{svc.base_url}/incidents", headers={"Authorization": "Bearer reader-secret"})
+    assert ok.status_code == 200 and ok.json()[0]["hosts"] == ["gpu-r001"]
+    # probes and scrapers stay open: they carry no incident data
+    assert httpx.get(f"{svc.base_url}/healthz").status_code == 200
+    assert httpx.get(f"{svc.base_url}/metrics").status_code == 200
