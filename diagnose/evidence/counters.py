@@ -62,19 +62,25 @@ def _epoch(ts: pd.Series) -> np.ndarray:
     return np.array([x.timestamp() if not pd.isna(x) else np.nan for x in t], dtype=float)
 
 
-def _keys(df: pd.DataFrame) -> pd.DataFrame:
-    n = len(df)
+def _key_codes(dfs: list[pd.DataFrame], k: str) -> tuple[np.ndarray, np.ndarray]:
+    """Key column ``k`` (see KEYS) over the rows of ``dfs``, factorized in sorted order: (codes, values).
 
-    def col(name: str) -> pd.Series:
-        return df[name] if name in df else pd.Series([None] * n, index=df.index, dtype=object)
-
-    return pd.DataFrame({
-        "host_k": col("host").fillna("").astype(str).to_numpy(),
-        "dev_k": col("device").fillna("").astype(str).to_numpy(),
-        "guid_k": col("guid").fillna("").astype(str).str.lower().to_numpy(),
-        "lid_k": pd.to_numeric(col("lid"), errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
-        "port_k": pd.to_numeric(col("port"), errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
-    })
+    ``host_k``/``dev_k``/``guid_k`` are the column as text (missing -> "", GUIDs lower-cased), ``lid_k``/``port_k``
+    the column as a number (missing -> -1). The text keys are normalised per distinct value, not per row: a
+    4,096-host fabric has ~400k counter rows but a few thousand hosts and GUIDs.
+    """
+    name = k[:-2] if k != "dev_k" else "device"
+    parts = [df[name] if name in df else pd.Series([None] * len(df), index=df.index, dtype=object) for df in dfs]
+    if k in ("lid_k", "port_k"):
+        col = np.concatenate([pd.to_numeric(p, errors="coerce").fillna(-1).astype(np.int64).to_numpy() for p in parts])
+        c, u = pd.factorize(col, sort=True)
+        return c, np.asarray(u, dtype=object)
+    raw_c, raw_u = pd.factorize(np.concatenate([p.to_numpy(object) for p in parts]))  # missing -> -1
+    text = [str(v).lower() if k == "guid_k" else str(v) for v in raw_u]
+    if (raw_c < 0).any():
+        text.append("")  # code -1 (missing) picks this last entry
+    to_sorted, u = pd.factorize(np.array(text, dtype=object), sort=True)
+    return to_sorted[raw_c], np.asarray(u, dtype=object)
 
 
 @dataclass
@@ -152,13 +158,12 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     # port ids over both shapes: each key column factorized in sorted order, the codes combined in mixed radix,
     # so that pid order is the lexicographic order of (host, device, guid, lid, port) without a frame groupby
     n_long = len(long) if long is not None else 0
-    key_parts = [_keys(df) for df in (long, wide) if df is not None]
+    dfs = [df for df in (long, wide) if df is not None]
     codes = np.zeros(n_long + (len(wide) if wide is not None else 0), dtype=np.int64)
     uniques: dict[str, np.ndarray] = {}
     span = 1
     for k in KEYS:
-        col = np.concatenate([kp[k].to_numpy() for kp in key_parts])
-        c, u = pd.factorize(col, sort=True)
+        c, u = _key_codes(dfs, k)
         span *= max(len(u), 1)
         if span >= 1 << 62:
             raise OverflowError("too many distinct port keys to combine")  # not reachable with real fabrics
@@ -223,7 +228,7 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
         ids: dict[int, int] = {}
         col = wide["_lines"].to_numpy(object)
         # one LineIndex per file: the batches are contiguous runs of rows
-        obj_id = np.fromiter((id(x) for x in col), dtype=np.int64, count=len(col))
+        obj_id = np.fromiter(map(id, col), dtype=np.int64, count=len(col))
         change = np.flatnonzero(np.r_[True, obj_id[1:] != obj_id[:-1]])
         bounds = np.append(change, len(col))
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
@@ -248,9 +253,9 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
         clean_marks += list(zip(se["source"].astype(str), se["line"].astype(int), strict=True))
     if wide is not None:
         o, t = order_all[n_long:], ts_all[n_long:]
-        src = wide["source"].astype(str).to_numpy(object)
         src_c, host_c = src_codes_all[n_long:], host_codes_all[n_long:]
         ext = wide["extended"].to_numpy(bool)
+        n_pid = len(order_u)
         for c in vocab:
             if f"v:{c}" not in wide or c in TRAFFIC_ONLY:
                 continue
@@ -259,24 +264,27 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
             if c in ALWAYS:
                 keep = present
             else:
-                nz = np.unique(pid_wide[v > 0])
-                keep = present & np.isin(pid_wide, nz) if len(nz) else np.zeros(len(v), dtype=bool)
+                moved = np.zeros(n_pid, dtype=bool)  # ports with a non-zero value in some snapshot
+                moved[pid_wide[v > 0]] = True
+                keep = present & moved[pid_wide]
                 if c in QUIET:
-                    # ports read in two or more snapshots whose counter never left zero
+                    # ports read in two or more snapshots whose counter never left zero: their zero samples span
+                    # more than one snapshot
                     zero = present & ~keep
-                    radix = int(o.max()) + 1 if len(o) else 1
-                    seen = np.unique(pid_wide[zero].astype(np.int64) * radix + o[zero])  # distinct (port, snapshot)
-                    per_port = np.unique(seen // radix, return_counts=True)[1] if len(seen) else np.array([])
-                    quiet_ports[c] = int((per_port >= 2).sum())
+                    lo = np.full(n_pid, np.iinfo(np.int64).max, dtype=np.int64)
+                    hi = np.full(n_pid, -1, dtype=np.int64)
+                    np.minimum.at(lo, pid_wide[zero], o[zero])
+                    np.maximum.at(hi, pid_wide[zero], o[zero])
+                    quiet_ports[c] = int((hi > lo).sum())
                     first = np.flatnonzero(zero)[:3]
                     ln = wide[f"l:{c}"].to_numpy(np.int64)
-                    quiet_marks[c] = [(str(src[i]), int(ln[i])) for i in first]
+                    quiet_marks[c] = [(str(sources[src_c[i]]), int(ln[i])) for i in first]
                     keep = keep.copy()
                     keep[first] = True
                 if c == "symbol_error" and len(clean_marks) < 3:
                     first = np.flatnonzero(present)[: 3 - len(clean_marks)]
                     ln = wide[f"l:{c}"].to_numpy(np.int64)
-                    clean_marks += [(str(src[i]), int(ln[i])) for i in first]
+                    clean_marks += [(str(sources[src_c[i]]), int(ln[i])) for i in first]
                     keep = keep.copy()
                     keep[first] = True
             idx = np.flatnonzero(keep)

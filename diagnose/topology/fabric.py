@@ -4,19 +4,27 @@ Built from whatever topology source the bundle holds (ibnetdiscover topology fil
 iblinkinfo, ibqueryerrors -r, ibdiagnet2 NODES/LINKS), joined to hosts through HCA node
 descriptions (``gpu-a017 mlx5_3``) and through the host-side tools (ibstat/sysfs port GUIDs).
 
-Scale: a 2,048-host rail-optimised fat tree has ~18k nodes, ~49k cables and ~100k cable ends (FabricLink
-rows). :func:`build_fabric` therefore reads the frames column-wise (one ``tolist()`` per column, not pandas
-access per row), merges node attributes and ports in plain dicts, and hands networkx the finished nodes and
-edges once; tiers are a breadth-first search over the same adjacency (hop counts, which is what a Dijkstra
-over unweighted cables gives). The resulting graph, ports and lookups are the same, in the same order, as
-adding the nodes and edges one row at a time.
+Scale: a 4,096-host rail-optimised fat tree has ~35k nodes, ~100k cables and ~200k cable ends (FabricLink
+rows). :func:`build_fabric` therefore works on whole columns: GUIDs and port numbers are factorized into integer
+codes (GUIDs in sorted order, so that port codes sort like ``(guid, port)`` tuples), and what adding the records
+one at a time would keep (the first description/LID that is set, the slowest report of each port, the first row
+of each cable, the order things are first seen in) is picked with numpy; tiers are a breadth-first search over
+the node codes (hop counts, which is what a Dijkstra over unweighted cables gives). Python objects are made for
+the nodes only: the ports' PortInfo are made when first read (:class:`_Ports`) and the cables go into the graph
+when its adjacency is first read (:class:`_CableGraph`), since the triage reads a few hundred ports and mostly
+asks the graph whether a GUID is a node. The resulting graph, ports and lookups are the same, in the same order,
+as adding the nodes and edges one row at a time (``tests/parsers/test_ibnetdiscover_fast.py`` keeps that build
+as the reference).
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import networkx as nx
@@ -59,7 +67,7 @@ class Fabric:
     """The fabric model. Read-only once built: the lookups below keep the graph's node attribute dicts."""
 
     graph: nx.MultiGraph
-    ports: dict[tuple[str, int], PortInfo] = field(default_factory=dict)
+    ports: Mapping[tuple[str, int], PortInfo] = field(default_factory=dict)
     by_lid: dict[int, str] = field(default_factory=dict)
     by_host_dev: dict[tuple[str, str], str] = field(default_factory=dict)
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -143,9 +151,8 @@ def _sw_name(desc: str | None, guid: str) -> str:
     return (m.group("name") if m else desc).strip() or guid
 
 
-def _values(df: pd.DataFrame, name: str) -> list[Any]:
-    """``[val(x) for x in df[name]]`` (NaN/NA/NaT -> None, numpy scalars -> Python) for a whole column at once."""
-    col = df[name]
+def _values(col: pd.Series) -> list[Any]:
+    """``[val(x) for x in col]`` (NaN/NA/NaT -> None, numpy scalars -> Python) for a whole column at once."""
     out = col.tolist()
     missing = np.flatnonzero(col.isna().to_numpy())
     for i in missing.tolist():
@@ -155,11 +162,25 @@ def _values(df: pd.DataFrame, name: str) -> list[Any]:
     return out
 
 
-def _strings(df: pd.DataFrame, name: str) -> list[str | None]:
-    """``[sval(x) for x in df[name]]``: like :func:`_values`, then ``str()`` of what is not None."""
-    return [v if v is None or type(v) is str else str(v) for v in _values(df, name)]
+def _strings(col: pd.Series) -> list[str | None]:
+    """``[sval(x) for x in col]``: like :func:`_values`, then ``str()`` of what is not None."""
+    return [v if v is None or type(v) is str else str(v) for v in _values(col)]
 
 
+def _pick(col: pd.Series, rows: np.ndarray, convert: Callable[[pd.Series], list[Any]] = _strings) -> list[Any]:
+    """``convert(col)`` at positions ``rows`` only."""
+    return convert(col.iloc[rows]) if len(rows) else []
+
+
+def _objects(col: pd.Series | None, n: int) -> np.ndarray:
+    return col.to_numpy(object) if col is not None else np.full(n, None, dtype=object)
+
+
+def _is_set(values: np.ndarray, text: bool) -> np.ndarray:
+    """Which of ``values`` (an object array) :func:`_strings` (``text``) or :func:`_values` turns into something
+    truthy: not missing, not "" (and for values, not 0)."""
+    out = ~pd.isna(values) & (values != "")
+    return out & (values != 0) if not text else out
 
 
 def build_fabric(frames: dict[str, pd.DataFrame]) -> Fabric | None:
@@ -173,154 +194,314 @@ def build_fabric(frames: dict[str, pd.DataFrame]) -> Fabric | None:
 
 
 def _build_fabric(frames: dict[str, pd.DataFrame], links: pd.DataFrame) -> Fabric:
-    # node attributes, in the order the nodes are first seen; keys in the order type, desc, lid, then
-    # host/device (HCAs) or name (others), then tier
-    attrs: dict[str, dict[str, Any]] = {}
-
-    def add_node(guid: str, ntype: str | None, desc: str | None, lid: Any) -> None:
-        d = attrs.get(guid)
-        if d is None:
-            attrs[guid] = {"type": ntype, "desc": desc, "lid": lid}
-            return
-        if ntype and not d["type"]:
-            d["type"] = ntype
-        if desc and not d["desc"]:
-            d["desc"] = desc
-        if lid and not d["lid"]:
-            d["lid"] = lid
-
+    """The fabric, column-wise: what adding the records one at a time gives (see the module docstring)."""
+    m = len(links)
     nodes = frames.get("FabricNode")
-    if nodes is not None and not nodes.empty:
-        for guid, ntype, desc, lid in zip(map(str, nodes["guid"].tolist()), _strings(nodes, "node_type"),
-                                          _strings(nodes, "description"), _values(nodes, "lid"), strict=True):
-            add_node(guid, ntype, desc, lid)
-
-    ports: dict[tuple[str, int], PortInfo] = {}
-    slowest: dict[tuple[str, int], float] = {}  # the rate of each port's width/speed so far, None -> 1e9
-    edges: dict[tuple[tuple[str, int], tuple[str, int]], tuple[str, str, dict[str, Any]]] = {}
-    widths, speeds = _strings(links, "width"), _strings(links, "speed")
-    rates = {pair: link_gbps(*pair) or 1e9 for pair in set(zip(widths, speeds, strict=True))}
-    columns = zip(
-        map(str, links["guid"].tolist()), map(str, links["peer_guid"].tolist()),
-        map(int, links["port"].tolist()), map(int, links["peer_port"].tolist()),
-        _strings(links, "description"), _values(links, "lid"),
-        _strings(links, "peer_description"), _values(links, "peer_lid"),
-        widths, speeds, map(rates.__getitem__, zip(widths, speeds, strict=True)), _strings(links, "state"),
-        map(str, links["source"].tolist()), map(int, links["line"].tolist()),
-        strict=True,
-    )
-    # per row: add_node() for both ends and a PortInfo per cable end, inlined (this loop runs ~100k times)
-    for a, b, pa, pb, desc, lid, pdesc, plid, width, speed, rate, state, source, line in columns:
-        d = attrs.get(a)
-        if d is None:
-            attrs[a] = {"type": None, "desc": desc, "lid": lid}
-        else:
-            if desc and not d["desc"]:
-                d["desc"] = desc
-            if lid and not d["lid"]:
-                d["lid"] = lid
-        d = attrs.get(b)
-        if d is None:
-            attrs[b] = {"type": None, "desc": pdesc, "lid": plid}
-        else:
-            if pdesc and not d["desc"]:
-                d["desc"] = pdesc
-            if plid and not d["lid"]:
-                d["lid"] = plid
-        end_a, end_b, evidence = (a, pa), (b, pb), (source, line)
-        info = ports.get(end_a)
-        if info is None:
-            ports[end_a] = PortInfo(a, pa, end_b, width, speed, state, evidence)
-            slowest[end_a] = rate
-        elif rate < slowest[end_a]:
-            # the two ends disagree: the slower report wins (a cable trains both ends alike)
-            info.width, info.speed, info.evidence = width, speed, evidence
-            slowest[end_a] = rate
-        info = ports.get(end_b)
-        if info is None:
-            ports[end_b] = PortInfo(b, pb, end_a, width, speed, state, evidence)
-            slowest[end_b] = rate
-        elif rate < slowest[end_b]:
-            info.width, info.speed, info.evidence = width, speed, evidence
-            slowest[end_b] = rate
-        key = (end_a, end_b) if end_a <= end_b else (end_b, end_a)
-        if key not in edges:
-            edges[key] = (a, b, {"width": width, "speed": speed})
-
+    nodes = nodes if nodes is not None and not nodes.empty else pd.DataFrame(
+        {c: pd.Series([], dtype=object) for c in ("guid", "node_type", "description", "lid")})
     states = frames.get("FabricPortState")
-    if states is not None and not states.empty:
-        columns = zip(
-            map(str, states["guid"].tolist()), map(int, states["port"].tolist()), _strings(states, "description"),
-            _values(states, "lid"), _strings(states, "width"), _strings(states, "speed"), _strings(states, "state"),
-            map(str, states["source"].tolist()), map(int, states["line"].tolist()),
-            strict=True,
-        )
-        for guid, port, desc, lid, width, speed, state, source, line in columns:
-            k = (guid, port)
-            if k not in ports:
-                add_node(guid, None, desc, lid)
-                ports[k] = PortInfo(guid, port, None, width, speed, state, (source, line))
+    states = states if states is not None and not states.empty else pd.DataFrame(
+        {c: pd.Series([], dtype=object) for c in ("guid", "port", "description", "lid", "width", "speed", "state",
+                                                   "source", "line")})
+    n_node, n_state = len(nodes), len(states)
 
-    # adjacency and degree as networkx will count them (parallel cables each count; a loop counts twice)
-    adj: dict[str, list[str]] = {g: [] for g in attrs}
-    degree: dict[str, int] = dict.fromkeys(attrs, 0)
-    for a, b, _ in edges.values():
-        adj[a].append(b)
-        adj[b].append(a)
-        degree[a] += 1
-        degree[b] += 1
-    # node types the link records did not give: a node with >= 2 distinct switch-ish neighbours and a
-    # description like a switch, or 'S-'/'H-' prefixes, are resolved by degree as a last resort
-    for guid, d in attrs.items():
-        if not d.get("type"):
-            d["type"] = "SW" if degree[guid] > 2 else "CA"
+    # every mention of a node, in the order a row-by-row build meets them: the FabricNode rows, both ends of each
+    # FabricLink row (row i's local end is mention n_node + 2i, its peer's the next one), the FabricPortState rows
+    def mentions(node_col: str | None, local: str, peer: str, state_col: str | None) -> np.ndarray:
+        ends = np.empty(2 * m, dtype=object)
+        ends[0::2], ends[1::2] = links[local].to_numpy(object), links[peer].to_numpy(object)
+        return np.concatenate([_objects(nodes[node_col] if node_col else None, n_node), ends,
+                               _objects(states[state_col] if state_col else None, n_state)])
+
+    # nodes coded in GUID order and port numbers in number order: port codes then sort like (guid, port) tuples
+    ncode, guids = pd.factorize(mentions("guid", "guid", "peer_guid", "guid"), sort=True)
+    guids = np.array([str(g) for g in guids], dtype=object)
+    numbers = np.concatenate([np.stack([links["port"].to_numpy(np.int64), links["peer_port"].to_numpy(np.int64)],
+                                       axis=1).reshape(-1), states["port"].to_numpy(np.int64)])
+    pcode, pnums = pd.factorize(numbers, sort=True)
+    # one code per port (cable end, or port without peer), in (guid, port) order; ``first``: its first mention
+    # (a cable end's, counted from the first link mention); a port state row counts only as a port's first
+    port_keys, first, pkey = np.unique(ncode[n_node:].astype(np.int64) * len(pnums) + pcode, return_index=True,
+                                       return_inverse=True)
+    valid = np.ones(len(ncode), dtype=bool)
+    valid[n_node + 2 * m:] = False
+    valid[n_node + first[first >= 2 * m]] = True
+
+    # node attributes: the first description/LID that is set (else the first seen), the first type a node record
+    # gives (else by degree, below)
+    n_guids = len(guids)
+    desc_all, lid_all = mentions("description", "description", "peer_description", "description"), mentions(
+        "lid", "lid", "peer_lid", "lid")
+    desc_of = _first_set(ncode, valid, _is_set(desc_all, True), desc_all, n_guids, _strings)
+    lid_of = _first_set(ncode, valid, _is_set(lid_all, False), lid_all, n_guids, _values)
+    node_types = _objects(nodes["node_type"], n_node)
+    type_of = _first_set(ncode[:n_node], np.ones(n_node, dtype=bool), _is_set(node_types, True), node_types,
+                         n_guids, _strings)
+
+    # per port, the width/speed of the slowest report (the two ends disagree: a cable trains both ends alike),
+    # the first such row; cables: the first row of each pair of ends
+    wcode, wu = pd.factorize(links["width"].to_numpy(object), use_na_sentinel=False)
+    scode, su = pd.factorize(links["speed"].to_numpy(object), use_na_sentinel=False)
+    wu, su = _strings(pd.Series(wu, dtype=object)), _strings(pd.Series(su, dtype=object))
+    rate_of = np.array([[link_gbps(w, s) or 1e9 for s in su] for w in wu], dtype=np.float64).reshape(len(wu), -1)
+    rate = rate_of[wcode, scode]
+    end_key = pkey[:2 * m]
+    by_rate = np.lexsort((np.arange(2 * m), np.repeat(rate, 2), end_key))
+    ranked = end_key[by_rate]
+    head = np.ones(2 * m, dtype=bool)
+    head[1:] = ranked[1:] != ranked[:-1]
+    slowest = np.full(len(port_keys), -1, dtype=np.int64)
+    slowest[ranked[head]] = by_rate[head] // 2  # the row
+    lo, hi = np.minimum(end_key[0::2], end_key[1::2]), np.maximum(end_key[0::2], end_key[1::2])
+    cables = np.sort(np.unique(lo * len(port_keys) + hi, return_index=True)[1])
+    node_of_end = ncode[n_node:n_node + 2 * m]
+    ports = _Ports(links, states, guids, pnums, port_keys, first, pkey, slowest)
+
+    # node types the records did not give: by degree as networkx counts it (parallel cables each count, a loop
+    # twice); tiers: HCAs 0, switches by hop distance from the nearest HCA
+    ends_of_cables = node_of_end[np.concatenate([2 * cables, 2 * cables + 1])]
+    degree = np.bincount(ends_of_cables, minlength=n_guids).tolist()
+    type_of = [t or ("SW" if k > 2 else "CA") for t, k in zip(type_of, degree, strict=True)]
+    hops = _hops(ends_of_cables.reshape(2, -1), np.array([t == "CA" for t in type_of], dtype=bool), n_guids)
 
     # hosts and devices of HCAs
     ibp = frames.get("IbPort")
     guid_host: dict[str, tuple[str, str]] = {}
     if ibp is not None and not ibp.empty:
-        for h, dev, pg, ng in zip(_strings(ibp, "host"), map(str, ibp["device"].tolist()), _strings(ibp, "port_guid"),
-                                  _strings(ibp, "node_guid"), strict=True):
+        for h, dev, pg, ng in zip(_strings(ibp["host"]), map(str, ibp["device"].tolist()), _strings(ibp["port_guid"]),
+                                  _strings(ibp["node_guid"]), strict=True):
             for gg in (pg, ng):
                 if h and gg:
                     guid_host.setdefault(gg.lower(), (h, dev))
+    # node attribute dicts, in the order the nodes are first seen; keys in the order type, desc, lid, then
+    # host/device (HCAs) or name (others), then tier
+    attrs: dict[str, dict[str, Any]] = {}
     by_lid: dict[int, str] = {}
     by_host_dev: dict[tuple[str, str], str] = {}
-    for guid, d in attrs.items():
-        if d["type"] == "CA":
-            m = _CA_DESC.match(d.get("desc") or "")
-            if m:
-                d["host"], d["device"] = m["host"], m["dev"]
+    for c in np.argsort(np.unique(ncode, return_index=True)[1]).tolist():
+        guid, ntype, desc, lid = guids[c], type_of[c], desc_of[c], lid_of[c]
+        d = attrs[guid] = {"type": ntype, "desc": desc, "lid": lid}
+        if ntype == "CA":
+            mm = _CA_DESC.match(desc or "")
+            if mm:
+                d["host"], d["device"] = mm["host"], mm["dev"]
             elif guid in guid_host:
                 d["host"], d["device"] = guid_host[guid]
             if d.get("host") and d.get("device"):
                 by_host_dev[(d["host"], d["device"])] = guid
         else:
-            d["name"] = _sw_name(d.get("desc"), guid)
-        if d.get("lid"):
-            by_lid[int(d["lid"])] = guid
-    # tiers: HCAs 0, switches by hop distance from the nearest HCA (breadth-first from all HCAs at once)
-    frontier = [n for n, d in attrs.items() if d["type"] == "CA"]
-    dist = dict.fromkeys(frontier, 0)
-    hops = 0
-    while frontier:
-        hops += 1
-        reached = []
-        for u in frontier:
-            for v in adj[u]:
-                if v not in dist:
-                    dist[v] = hops
-                    reached.append(v)
-        frontier = reached
-    for d in attrs.values():
-        if d["type"] == "CA":
-            d["tier"] = 0
-    for n, hop in dist.items():
-        if attrs[n]["type"] != "CA":
-            attrs[n]["tier"] = hop
-
-    graph = nx.MultiGraph()
-    graph.add_nodes_from(attrs.items())
-    for key, (a, b, data) in edges.items():
-        graph.add_edge(a, b, key=key, **data)
+            d["name"] = _sw_name(desc, guid)
+        if lid:
+            by_lid[int(lid)] = guid
+        if hops[c] >= 0:
+            d["tier"] = hops[c]
+    graph = _CableGraph.of(attrs, (ports, node_of_end[2 * cables], node_of_end[2 * cables + 1], lo[cables],
+                                   hi[cables], cables))
     return Fabric(graph=graph, ports=ports, by_lid=by_lid, by_host_dev=by_host_dev)
+
+
+def _first_set(codes: np.ndarray, valid: np.ndarray, is_set: np.ndarray, values: np.ndarray, n: int,
+               convert: Callable[[pd.Series], list[Any]]) -> list[Any]:
+    """Per code ``0..n-1``, the first of its valid ``values`` that is set, else its first valid value (None for a
+    code without any), converted: what merging the mentions one at a time keeps (``if v and not kept: kept = v``).
+    """
+    first = np.full(n, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes[valid], np.flatnonzero(valid))
+    first_set = np.full(n, len(codes), dtype=np.int64)
+    np.minimum.at(first_set, codes[valid & is_set], np.flatnonzero(valid & is_set))
+    pick = np.where(first_set < len(codes), first_set, first)
+    pick[pick == len(codes)] = -1
+    got = np.flatnonzero(pick >= 0)
+    out: list[Any] = [None] * n
+    for c, v in zip(got.tolist(), convert(pd.Series(values[pick[got]], dtype=object)), strict=True):
+        out[c] = v
+    return out
+
+
+def _hops(cables: np.ndarray, sources: np.ndarray, n: int) -> list[int]:
+    """Breadth-first hop count of each node (0..n-1) from the nearest ``sources`` node over the ``cables``
+    (2 x k node codes), -1 where none is reachable: what a Dijkstra over unweighted cables gives."""
+    src = np.concatenate([cables[0], cables[1]])
+    dst = np.concatenate([cables[1], cables[0]])
+    by_src = np.argsort(src, kind="stable")
+    nbr = dst[by_src]
+    start = np.searchsorted(src[by_src], np.arange(n + 1))
+    dist = np.full(n, -1, dtype=np.int64)
+    frontier = np.flatnonzero(sources)
+    dist[frontier] = 0
+    hop = 0
+    while len(frontier):
+        hop += 1
+        lo, cnt = start[frontier], start[frontier + 1] - start[frontier]
+        reach = nbr[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
+        frontier = np.unique(reach[dist[reach] < 0])
+        dist[frontier] = hop
+    return dist.tolist()
+
+
+
+
+class _Ports(Mapping[tuple[str, int], PortInfo]):
+    """The ports by (node GUID, port number), in the order the records first show them; a PortInfo is made when
+    it is first read (then kept: the same object on every read).
+
+    A 4,096-host fabric has ~200k ports and the triage reads a few hundred of them (the peers of ports with
+    errors); making every PortInfo, its key and the dict took a third of the fabric build. Iterating (``items()``,
+    ``summary()``) makes them all, once. Port ``d`` (0.. in (guid, port) order) is mention ``first[d]``: a cable
+    end (link row ``first[d] // 2``, local end if even) or, from ``2 * len(links)`` on, a port state row.
+    """
+
+    def __init__(self, links: pd.DataFrame, states: pd.DataFrame, guids: np.ndarray, numbers: np.ndarray,
+                 keys: np.ndarray, first: np.ndarray, mention_port: np.ndarray, slowest: np.ndarray) -> None:
+        self._links, self._states, self._guids, self._numbers = links, states, guids, numbers
+        self._keys, self._first, self._mention_port, self._slowest = keys, first, mention_port, slowest
+        self._n_ends = 2 * len(links)
+        self._node_of = {g: i for i, g in enumerate(guids.tolist())}
+        self._made: dict[int, PortInfo] = {}
+        self._all: dict[tuple[str, int], PortInfo] | None = None
+
+    def _code(self, key: object) -> int:
+        """Port code of ``key``, -1 if it is no port."""
+        try:
+            guid, port = key  # type: ignore[misc]
+        except (TypeError, ValueError):
+            return -1
+        c = self._node_of.get(guid)
+        if c is None or not isinstance(port, (int, float, np.integer, np.floating)):
+            return -1
+        j = int(np.searchsorted(self._numbers, port))
+        if j >= len(self._numbers) or self._numbers[j] != port:
+            return -1
+        want = c * len(self._numbers) + j
+        d = int(np.searchsorted(self._keys, want))
+        return d if d < len(self._keys) and self._keys[d] == want else -1
+
+    def ends(self, codes: np.ndarray) -> list[tuple[str, int]]:
+        """``(guid, port)`` of ports ``codes``."""
+        k = self._keys[codes]
+        return list(zip(self._guids[k // len(self._numbers)].tolist(), self._numbers[k % len(self._numbers)].tolist(),
+                        strict=True))
+
+    def _make(self, codes: np.ndarray) -> list[PortInfo]:
+        """PortInfo of ports ``codes`` (made now, or the ones made before)."""
+        new = np.array([d for d in codes.tolist() if d not in self._made], dtype=np.int64)
+        f = self._first[new]
+        linked = f < self._n_ends
+        for sel, made in ((linked, self._cable_ends), (~linked, self._port_states)):
+            for d, info in zip(new[sel].tolist(), made(new[sel], f[sel]), strict=True):
+                self._made[d] = info
+        return [self._made[d] for d in codes.tolist()]
+
+    def _cable_ends(self, codes: np.ndarray, f: np.ndarray) -> list[PortInfo]:
+        rows, slow, lk = f // 2, self._slowest[codes], self._links
+        ends, peers = self.ends(codes), self.ends(self._mention_port[f ^ 1])  # the other end of the row
+        return list(map(PortInfo, map(itemgetter(0), ends), map(itemgetter(1), ends), peers,
+                        _pick(lk["width"], slow), _pick(lk["speed"], slow), _pick(lk["state"], rows),
+                        zip(_pick(lk["source"], slow, _str), _pick(lk["line"], slow, _int), strict=True)))
+
+    def _port_states(self, codes: np.ndarray, f: np.ndarray) -> list[PortInfo]:
+        rows, st = f - self._n_ends, self._states
+        ends = self.ends(codes)
+        return list(map(PortInfo, map(itemgetter(0), ends), map(itemgetter(1), ends), repeat(None),
+                        _pick(st["width"], rows), _pick(st["speed"], rows), _pick(st["state"], rows),
+                        zip(_pick(st["source"], rows, _str), _pick(st["line"], rows, _int), strict=True)))
+
+    def _dict(self) -> dict[tuple[str, int], PortInfo]:
+        if self._all is None:
+            order = np.argsort(self._first, kind="stable")
+            self._all = dict(zip(self.ends(order), self._make(order), strict=True))
+        return self._all
+
+    def __getitem__(self, key: tuple[str, int]) -> PortInfo:
+        d = self._code(key)
+        if d < 0:
+            raise KeyError(key)
+        info = self._made.get(d)
+        return info if info is not None else self._make(np.array([d]))[0]
+
+    def __contains__(self, key: object) -> bool:
+        return self._code(key) >= 0
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def keys(self) -> KeysView[tuple[str, int]]:
+        return self._dict().keys()
+
+    def items(self) -> ItemsView[tuple[str, int], PortInfo]:
+        return self._dict().items()
+
+    def values(self) -> ValuesView[PortInfo]:
+        return self._dict().values()
+
+    def __repr__(self) -> str:
+        return repr(self._dict())
+
+    def cables(self, a: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               rows: np.ndarray) -> Iterator[tuple[str, str, tuple[Any, Any], str | None, str | None]]:
+        """The graph edges of the cables: (local node, peer node, key (both ends, in order), width, speed)."""
+        return zip(self._guids[a].tolist(), self._guids[b].tolist(), zip(self.ends(lo), self.ends(hi), strict=True),
+                   _pick(self._links["width"], rows), _pick(self._links["speed"], rows), strict=True)
+
+
+def _str(col: pd.Series) -> list[str]:
+    return list(map(str, col.tolist()))
+
+
+def _int(col: pd.Series) -> list[int]:
+    return list(map(int, col.tolist()))
+
+
+class _CableGraph(nx.MultiGraph):
+    """A MultiGraph whose cables go into its adjacency the first time anything reads the adjacency.
+
+    What the triage asks of the graph is mostly whether a GUID is one of its nodes, which the nodes answer; the
+    ~100k cables of a 4,096-host fabric cost a fifth of the build. networkx reads and writes the adjacency through
+    ``self._adj`` (already a data descriptor on nx.Graph, so that setting it resets the cached views); this
+    ``_adj`` does the same and adds the ``pending`` cables (see :meth:`_Ports.cables`) on first read, the way
+    ``add_edge(a, b, key=key, width=w, speed=s)`` would, one cable after the other. Copies, views, conversions
+    and pickling read ``_adj`` and so see every cable.
+    """
+
+    def __init__(self, incoming_graph_data: Any = None, multigraph_input: bool | None = None, **attr: Any) -> None:
+        self.pending: tuple[Any, ...] | None = None
+        super().__init__(incoming_graph_data, multigraph_input, **attr)
+
+    @classmethod
+    def of(cls, nodes: dict[str, dict[str, Any]], pending: tuple[Any, ...]) -> _CableGraph:
+        """The graph of ``nodes`` (node -> its attribute dict, taken as is: what ``add_nodes_from(nodes.items())``
+        gives, without copying ~35k dicts) and the ``pending`` cables."""
+        graph = cls()
+        graph._node.update(nodes)
+        graph._adj.update((n, {}) for n in nodes)
+        graph.pending = pending
+        return graph
+
+    @property  # type: ignore[override]
+    def _adj(self) -> dict[Any, Any]:
+        od = self.__dict__
+        if od.get("pending") is not None:
+            ports, *cables = od["pending"]
+            od["pending"] = None
+            adj = od["_adjacency"]
+            for a, b, key, width, speed in ports.cables(*cables):
+                keydict = adj[a].get(b)
+                if keydict is None:
+                    keydict = adj[a][b] = adj[b][a] = {}
+                keydict[key] = {"width": width, "speed": speed}
+        return od["_adjacency"]  # type: ignore[no-any-return]
+
+    @_adj.setter
+    def _adj(self, value: dict[Any, Any]) -> None:
+        od = self.__dict__
+        od["_adjacency"] = value
+        od["pending"] = None
+        for prop in ("adj", "edges", "degree"):
+            od.pop(prop, None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._adj  # noqa: B018 - adds the pending cables
+        return self.__dict__

@@ -454,3 +454,26 @@ def test_fabric_of_a_simulated_fat_tree_topology() -> None:
     assert fab.tier(hca.peer_guid) == 0 and fab.tier(hca.guid) == 1
     assert fab.summary()["cables"] == len({tuple(sorted([(lk.guid, lk.port), (lk.peer_guid, lk.peer_port)]))
                                            for lk in links})
+
+
+def test_fabric_ports_and_cables_made_on_first_read_are_the_same() -> None:
+    """The ports made one at a time when first read, and the cables added when the adjacency is first read, are
+    what reading everything at once gives (same objects, same graph), for copies and pickles too."""
+    import pickle
+
+    path = next(p for p in FILES if p.suffix == ".topo")
+    frames = build_frames(ibnetdiscover.parse(path.read_text(), "topo").records)
+    fab, ref = build_fabric(frames), _reference_build_fabric(frames)
+    assert fab is not None and ref is not None
+    some = list(ref.ports)[::7]
+    got = [fab.ports.get(k) for k in some]  # before anything is iterated
+    assert all(k in fab.ports for k in some) and len(fab.ports) == len(ref.ports)
+    for bad in [("0x" + "f" * 16, 1), (some[0][0], 9999), (some[0][0], "1"), ("x",), None, (some[0][0], 1.5)]:
+        assert fab.ports.get(bad) is None and bad not in fab.ports  # type: ignore[arg-type]
+    assert fab.ports.get((some[0][0], float(some[0][1]))) is got[0]  # a dict finds 1.0 as 1
+    assert all(g in fab.graph for g in ref.graph) and fab.graph.pending is not None  # nodes only so far
+    copied = pickle.loads(pickle.dumps(fab.graph))
+    assert list(copied.edges(keys=True, data=True)) == list(ref.graph.edges(keys=True, data=True))
+    assert list(fab.graph.copy().edges(keys=True, data=True)) == list(ref.graph.edges(keys=True, data=True))
+    _assert_same_fabric(fab, ref)
+    assert [fab.ports[k] for k in some] == got and all(fab.ports[k] is g for k, g in zip(some, got, strict=True))

@@ -27,6 +27,13 @@ _REFERENCE = (
 
 
 def _node_nic_gbs(ctx: Context) -> float | None:
+    """GB/s of the NICs NCCL uses on the best-equipped host (computed once per run)."""
+    if "bandwidth.node_nic_gbs" not in ctx.cache:
+        ctx.cache["bandwidth.node_nic_gbs"] = _max_host_nic_gbs(ctx)
+    return ctx.cache["bandwidth.node_nic_gbs"]  # type: ignore[return-value]
+
+
+def _max_host_nic_gbs(ctx: Context) -> float | None:
     ports = ctx.frame("IbPort")
     if ports.empty or "rate_gbps" not in ports:
         return None
@@ -34,7 +41,7 @@ def _node_nic_gbs(ctx: Context) -> float | None:
     init = ctx.frame("NcclNetInit")
     used: set[str] = set()
     if not init.empty:
-        for devs in init[init["net"] == "IB"]["devices"]:
+        for devs in init[init["net"] == "IB"]["devices"].tolist():
             used.update(devs)
     if used:
         act = act[act["device"].isin(used)]
@@ -65,7 +72,7 @@ def busbw(ctx: Context) -> list[Finding]:
         measured = float(bw.max())
         best_row = big.loc[big[["oop_busbw", "ip_busbw"]].max(axis=1).idxmax()]
         rk = ranks[ranks["run_index"] == run_index] if not ranks.empty else ranks
-        hosts = sorted({str(h) for h in rk["host"].dropna()}) if not rk.empty else []
+        hosts = sorted({str(h) for h in rk["host"].dropna().tolist()}) if not rk.empty else []
         gpu = str(rk["gpu_name"].dropna().iloc[0]) if not rk.empty and rk["gpu_name"].notna().any() else ""
         coll = None
         if not runs.empty:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from diagnose.evidence.context import Context, finding, sval
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.nccl import message_mask
 from diagnose.models.diagnosis import Finding, Location
 
 _FM_TEXT = r"system not yet initiali[sz]ed|cudaErrorSystemNotReady|CUDA error 802|error 802\b"
@@ -32,13 +35,13 @@ def cuda_system_not_ready(ctx: Context) -> list[Finding]:
     msgs = ctx.messages
     out: list[Finding] = []
     if not msgs.empty:
-        hit = msgs[msgs["message"].str.contains(_FM_TEXT, case=False, na=False)]
+        fm_text = message_mask(ctx, _FM_TEXT, re.I)
+        hit = msgs[fm_text]
         ce = ctx.frame("CudaError")
         if not ce.empty:
             coded = ce[ce["code"] == 802]
             if not coded.empty:
-                hit = msgs[msgs["message"].str.contains(_FM_TEXT, case=False, na=False)
-                           | (msgs["text"].isin(coded["text"]) & msgs["source"].isin(coded["source"]))]
+                hit = msgs[fm_text | (msgs["text"].isin(coded["text"]) & msgs["source"].isin(coded["source"]))]
         if not hit.empty:
             hosts = sorted({str(h) for h in hit["host"].dropna()})
             out.append(finding(
@@ -46,7 +49,7 @@ def cuda_system_not_ready(ctx: Context) -> list[Finding]:
                 f"CUDA reports 'system not yet initialized' (802) {len(hit)} time(s): the NVSwitch fabric is not ready.",
                 hit, Location(host=hosts[0] if len(hosts) == 1 else None), {"lines": len(hit)},
             ))
-        nvls = msgs[msgs["message"].str.contains(r"NVLS.*(?:invalid argument|failed)|multicast.*fail", case=False, na=False)]
+        nvls = msgs[message_mask(ctx, r"NVLS.*(?:invalid argument|failed)|multicast.*fail", re.I)]
         if not nvls.empty:
             out.append(finding("nvls_setup_failed", f"NVLS/multicast setup failed ({len(nvls)} line(s)).", nvls))
     return out

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from diagnose.evidence.context import Context, finding, primary, sval
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.nccl import message_mask
 from diagnose.models.diagnosis import Finding, Location
 
 _SHM_ERR = (
@@ -47,9 +50,8 @@ def shm(ctx: Context) -> list[Finding]:
             ))
     msgs = ctx.messages
     if not msgs.empty:
-        hit = primary(msgs[msgs["message"].str.contains(_SHM_ERR, case=False, na=False)
-                           & msgs["message"].str.contains(r"fail|error|No space|unable|cannot|Bus error", case=False,
-                                                          na=False)])
+        hit = primary(msgs[message_mask(ctx, _SHM_ERR, re.I)
+                           & message_mask(ctx, r"fail|error|No space|unable|cannot|Bus error", re.I)])
         if not hit.empty:
             out.append(finding(
                 "shm_error",
@@ -84,8 +86,8 @@ def memlock(ctx: Context) -> list[Finding]:
             ))
     msgs = ctx.messages
     if not msgs.empty:
-        hit = primary(msgs[msgs["message"].str.contains(_MEMLOCK_ERR, case=False, na=False)
-                           & msgs["message"].str.contains(r"fail|error|Cannot|unable", case=False, na=False)])
+        hit = primary(msgs[message_mask(ctx, _MEMLOCK_ERR, re.I)
+                           & message_mask(ctx, r"fail|error|Cannot|unable", re.I)])
         if not hit.empty:
             out.append(finding(
                 "ib_mem_registration_failed",

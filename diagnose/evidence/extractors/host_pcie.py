@@ -25,6 +25,7 @@ import pandas as pd
 
 from diagnose.evidence.context import Context, finding, hosts_label, primary, sval
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.nccl import message_mask
 from diagnose.models.diagnosis import Finding, Location
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -176,7 +177,7 @@ def pcie_acs(ctx: Context) -> list[Finding]:
             ))
     msgs = ctx.messages
     if not msgs.empty:
-        io = msgs[(msgs["origin"] == "dmesg") & msgs["message"].str.contains(_IOMMU_FAULT, na=False)]
+        io = msgs[(msgs["origin"] == "dmesg") & message_mask(ctx, _IOMMU_FAULT)]
         if not io.empty:
             out.append(finding(
                 "iommu_fault",
@@ -429,7 +430,7 @@ def nic_driver_firmware(ctx: Context) -> list[Finding]:
             ))
     msgs = ctx.messages
     if not msgs.empty:
-        fatal = primary(msgs[msgs["message"].str.contains(_ASYNC_FATAL, na=False)])
+        fatal = primary(msgs[message_mask(ctx, _ASYNC_FATAL)])
         if not fatal.empty:
             out.append(finding(
                 "ib_async_fatal_event",
@@ -796,7 +797,7 @@ _OPEN_FAIL = re.compile(
 def container_rdma(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     msgs = ctx.messages
-    opened = primary(msgs[msgs["message"].str.contains(_OPEN_FAIL, na=False)]) if not msgs.empty else msgs
+    opened = primary(msgs[message_mask(ctx, _OPEN_FAIL)]) if not msgs.empty else msgs
     if not opened.empty:
         out.append(finding(
             "ib_device_open_failed",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 
 from diagnose.evidence.context import Context, finding, hosts_label, primary, refs
@@ -13,8 +15,72 @@ from diagnose.models.diagnosis import Finding, Location
 _VIRTUAL_IF = re.compile(r"^(docker\d*|virbr\d*|veth\w*|lo|br-\w+|cni\d*|flannel[\w.]*|podman\d*)$")
 
 
+# Big bundles repeat a handful of texts in their large columns (the same dmesg line, setting or interface on
+# thousands of hosts), so the helpers below run a test or a regex once per distinct value and broadcast the
+# result back to the rows. Other extractor modules use them too.
+
+
+def _factorize(values: pd.Series) -> tuple[np.ndarray, list[object]]:
+    """(code per row, distinct values); code -1 is a missing value."""
+    codes, uniques = pd.factorize(values.to_numpy(object))
+    return codes, uniques.tolist()
+
+
+def _broadcast_test(codes: np.ndarray, uniques: list[object], test: Callable[[object], bool]) -> np.ndarray:
+    per_value = np.fromiter((bool(test(v)) for v in uniques), dtype=bool, count=len(uniques))
+    return np.append(per_value, False)[codes]  # code -1 (missing) -> the False appended
+
+
+def distinct_mask(values: pd.Series, test: Callable[[object], bool]) -> np.ndarray:
+    """``test`` of every non-missing value of ``values`` (False where missing), as a boolean array."""
+    return _broadcast_test(*_factorize(values), test)
+
+
+def distinct_extract(values: pd.Series, rx: re.Pattern[str]) -> pd.DataFrame:
+    """``values.str.extract(rx)``."""
+    return _broadcast_extract(*_factorize(values), values, rx)
+
+
+def _broadcast_extract(codes: np.ndarray, uniques: list[object], values: pd.Series, rx: re.Pattern[str]) -> pd.DataFrame:
+    per_value = pd.Series([*uniques, None], dtype=values.dtype).str.extract(rx)
+    ext = per_value.iloc[np.where(codes < 0, len(uniques), codes)]
+    ext.index = values.index
+    return ext
+
+
+def _distinct_messages(ctx: Context) -> tuple[np.ndarray, list[object]]:
+    """``ctx.messages["message"]`` factorized once per run for every message pattern."""
+    got = ctx.cache.get("messages.distinct")
+    if got is None:
+        got = ctx.cache["messages.distinct"] = _factorize(ctx.messages["message"])
+    return got  # type: ignore[return-value]
+
+
+def message_mask(ctx: Context, pattern: str | re.Pattern[str], flags: int = 0) -> np.ndarray:
+    """Rows of ``ctx.messages`` whose message ``pattern`` finds (``re.search``): the same rows as
+    ``msgs["message"].str.contains(pattern, flags=flags, na=False)``, computed once per run and pattern."""
+    rx = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, flags)
+    key = f"messages.mask:{rx.flags}:{rx.pattern}"
+    mask = ctx.cache.get(key)
+    if mask is None:
+        mask = _broadcast_test(*_distinct_messages(ctx), lambda t: rx.search(t) is not None)  # type: ignore[arg-type]
+        mask.flags.writeable = False  # shared by every caller
+        ctx.cache[key] = mask
+    return mask  # type: ignore[return-value]
+
+
+def message_extract(ctx: Context, rx: re.Pattern[str]) -> pd.DataFrame:
+    """``ctx.messages["message"].str.extract(rx)``, computed once per run (callers share the frame and must
+    not modify it)."""
+    key = f"messages.extract:{rx.flags}:{rx.pattern}"
+    ext = ctx.cache.get(key)
+    if ext is None:
+        ext = ctx.cache[key] = _broadcast_extract(*_distinct_messages(ctx), ctx.messages["message"], rx)
+    return ext  # type: ignore[return-value]
+
+
 def _one_host(hosts: pd.Series) -> str | None:
-    hs = sorted({h for h in hosts.dropna().astype(str)})
+    hs = sorted(set(hosts.dropna().astype(str).tolist()))
     return hs[0] if len(hs) == 1 else None
 
 
@@ -44,7 +110,7 @@ def network_choice(ctx: Context) -> list[Finding]:
     comm = ctx.frame("NcclCommInfo")
     single_node = not comm.empty and int(comm["nnodes"].max()) == 1
     if not sock.empty and not single_node:  # a single-node job never touches the network
-        hosts = sorted(set(sock["host"].dropna()))
+        hosts = sorted(set(sock["host"].dropna().tolist()))
         out.append(finding(
             "nccl_net_socket",
             f"NCCL carries inter-node traffic over NET/Socket (TCP) on {hosts_label(hosts)}.",
@@ -52,7 +118,7 @@ def network_choice(ctx: Context) -> list[Finding]:
             {"hosts": len(hosts), "channels": int((sock.get("transport") == "NET").sum()) if "transport" in sock else 0},
         ))
     if not ib.empty:
-        hosts = sorted(set(ib["host"].dropna()))
+        hosts = sorted(set(ib["host"].dropna().tolist()))
         gdr = bool(net_ch["gdr"].any()) if not net_ch.empty else False
         out.append(finding(
             "nccl_net_ib",
@@ -158,7 +224,7 @@ def ib_completion_errors(ctx: Context) -> list[Finding]:
     msgs = ctx.messages
     if msgs.empty:
         return []
-    ext = msgs["message"].str.extract(_COMPLETION)
+    ext = message_extract(ctx, _COMPLETION)
     hit = primary(msgs[ext["st"].notna()]).copy()
     if hit.empty:
         return []
@@ -189,7 +255,10 @@ def ib_completion_errors(ctx: Context) -> list[Finding]:
 
 
 def _host_link_layers(ctx: Context) -> dict[str, str]:
-    """host -> 'RoCE'/'IB' from NCCL's NET/IB device list; '*' when all hosts agree."""
+    """host -> 'RoCE'/'IB' from NCCL's NET/IB device list; '*' when all hosts agree (built once per run)."""
+    cached = ctx.cache.get("nccl.host_link_layers")
+    if cached is not None:
+        return dict(cached)  # type: ignore[call-overload]
     init = ctx.frame("NcclNetInit")
     res: dict[str, str] = {}
     if not init.empty:
@@ -199,9 +268,15 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
                 res[host] = "RoCE" if "RoCE" in vals else "IB"
     ports = ctx.frame("IbPort")
     if not ports.empty and "link_layer" in ports:
-        for host, grp in ports.groupby(ports["host"].fillna("")):
+        per_host: dict[str, set[object]] = {}
+        for host, ll, known in zip(ports["host"].fillna("").tolist(), ports["link_layer"].tolist(),
+                                   ports["link_layer"].notna().tolist(), strict=True):
+            seen = per_host.setdefault(host, set())
+            if known:
+                seen.add(ll)
+        for host in sorted(per_host):
             if host not in res:
-                lls = set(grp["link_layer"].dropna())
+                lls = per_host[host]
                 if lls == {"Ethernet"}:
                     res[host] = "RoCE"
                 elif "InfiniBand" in lls:
@@ -209,7 +284,8 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
     kinds = set(res.values())
     if len(kinds) == 1:
         res["*"] = kinds.pop()
-    return res
+    ctx.cache["nccl.host_link_layers"] = res
+    return dict(res)
 
 
 _QP_FAIL = re.compile(r"ibv_modify_qp failed|Unable to modify QP|ibv_create_ah failed|ncclIbRtrQp|QP .*? to RTR", re.I)
@@ -224,7 +300,7 @@ def roce_gid(ctx: Context) -> list[Finding]:
     env = ctx.frame("EnvSetting")
     gid = env[env["name"] == "NCCL_IB_GID_INDEX"] if not env.empty else env
     msgs = ctx.messages
-    qp = msgs[msgs["message"].str.contains(_QP_FAIL, na=False)] if not msgs.empty else msgs
+    qp = msgs[message_mask(ctx, _QP_FAIL)] if not msgs.empty else msgs
     if not qp.empty:
         out.append(finding(
             "qp_setup_failed",
@@ -245,7 +321,7 @@ def roce_gid(ctx: Context) -> list[Finding]:
     out.append(finding(
         "roce_in_use",
         f"NCCL runs over RoCE on {hosts_label(roce_hosts) or 'the job hosts'}.",
-        src[src["link_layers"].map(lambda t: "RoCE" in t)] if not src.empty else None,
+        src[["RoCE" in t for t in src["link_layers"].tolist()]] if not src.empty else None,
         attrs={"hosts": len(roce_hosts)},
     ))
     gids = ctx.frame("GidEntry")
@@ -314,14 +390,14 @@ def bootstrap_interface(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     msgs = ctx.messages
     if not msgs.empty:
-        noif = msgs[msgs["message"].str.contains(r"no socket interface found|Bootstrap : no socket", case=False, na=False)]
+        noif = msgs[message_mask(ctx, r"no socket interface found|Bootstrap : no socket", re.I)]
         if not noif.empty:
             out.append(finding(
                 "bootstrap_no_interface",
                 "NCCL found no usable socket interface for bootstrap (NCCL_SOCKET_IFNAME matches nothing).",
                 noif, Location(host=_one_host(noif["host"])),
             ))
-        fail = msgs[msgs["message"].str.contains(_SOCK_FAIL, na=False)]
+        fail = msgs[message_mask(ctx, _SOCK_FAIL)]
         fail = fail.drop(noif.index, errors="ignore") if not noif.empty else fail
         if not fail.empty:
             ips = fail["message"].str.extract(r"(\d+\.\d+\.\d+\.\d+)")[0].dropna()
@@ -331,27 +407,26 @@ def bootstrap_interface(ctx: Context) -> list[Finding]:
                 + (f" to {', '.join(sorted(set(ips))[:3])}" if not ips.empty else "") + ".",
                 fail, Location(host=_one_host(fail["host"])), {"lines": len(fail)},
             ))
+    # bootstrap interfaces (the OOB one, and NET/Socket's own device list that names the data interface too)
     boots = []
     for name, col_if, col_ip in (("NcclNetInit", "oob_if", "oob_ip"), ("NcclBootstrap", "interface", "ip")):
         df = ctx.frame(name)
         if not df.empty:
-            d = df[[col_if, col_ip, "source", "line", "text", "host"]].rename(columns={col_if: "ifname", col_ip: "ip"})
-            if name == "NcclNetInit":
-                # NET/Socket's own device list names the data interface too
-                d = d[d["ifname"].notna()]
-            boots.append(d)
+            boots.append(df[[col_if, col_ip, "source", "line", "text", "host"]].rename(columns={col_if: "ifname",
+                                                                                               col_ip: "ip"}))
         if name == "NcclNetInit" and not df.empty:
             s = df[df["net"] == "Socket"]
             if not s.empty:
-                d = pd.DataFrame({
+                boots.append(pd.DataFrame({
                     "ifname": s["devices"].map(lambda t: t[0] if t else None), "ip": None,
                     "source": s["source"], "line": s["line"], "text": s["text"], "host": s["host"],
-                })
-                boots.append(d)
-    if boots:
-        b = pd.concat(boots, ignore_index=True)
-        b = b[b["ifname"].notna()]
-        virt = b[b["ifname"].astype(str).str.match(_VIRTUAL_IF) | b["ip"].astype(str).str.startswith(("172.17.", "127."))]
+                }))
+    # the rows naming a virtual interface (by name, or by a docker/loopback address), in the order above
+    virts = [d[d["ifname"].notna().to_numpy()
+               & (distinct_mask(d["ifname"], lambda v: _VIRTUAL_IF.match(str(v)) is not None)
+                  | distinct_mask(d["ip"], lambda v: str(v).startswith(("172.17.", "127."))))] for d in boots]
+    if virts:
+        virt = pd.concat(virts, ignore_index=True)
         if not virt.empty:
             ifs = sorted(set(virt["ifname"].astype(str)))
             out.append(finding(
@@ -377,6 +452,7 @@ def nccl_config(ctx: Context) -> list[Finding]:
     if env.empty:
         return []
     out = []
+    env = env[env["name"].isin(["NCCL_IB_DISABLE", "NCCL_NET"])]
     off = env[((env["name"] == "NCCL_IB_DISABLE") & (env["value"].astype(str).str.strip() == "1"))
               | ((env["name"] == "NCCL_NET") & (env["value"].astype(str).str.strip("'\" ").str.lower() == "socket"))]
     if not off.empty:
@@ -403,7 +479,7 @@ def ib_hca_vs_hardware(ctx: Context) -> list[Finding]:
     exclude = value.startswith("^")
     exact = value.lstrip("^").startswith("=")
     names = [v.split(":")[0].lstrip("=^") for v in value.lstrip("^=").split(",") if v.strip()]
-    present = set(ports["device"].astype(str))
+    present = set(ports["device"].astype(str).tolist())
     missing = [n for n in names if n and not any(d == n or (not exact and d.startswith(n)) for d in present)]
     if exclude or not missing:
         return []

@@ -16,12 +16,14 @@ Every finding aggregates per host or per GPU; healthy data gives at most one sum
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pandas as pd
 
 from diagnose.evidence.context import Context, finding, hosts_label, primary, refs, sval
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.nccl import distinct_extract, message_mask
 from diagnose.models.diagnosis import Finding, Location
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -66,6 +68,7 @@ def _vtuple(v: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v))
 
 
+@functools.lru_cache(maxsize=4096)  # a job repeats the same few busIds on every host
 def _busid_to_pci(b: object) -> str | None:
     """NCCL's busId (``2a000``, ``0000:2a:00.0``) -> ``dddd:bb:dd``."""
     s = sval(b)
@@ -82,14 +85,23 @@ def _busid_to_pci(b: object) -> str | None:
 
 
 def _rank_map(ctx: Context) -> pd.DataFrame:
-    """NCCL ranks: comm, rank, host, pid, pci of the GPU (from the ``Init START/COMPLETE`` lines)."""
+    """NCCL ranks: comm, rank, host, pid, pci of the GPU (from the ``Init START/COMPLETE`` lines).
+
+    Built once per run (several extractors use it); callers must not modify the frame.
+    """
+    cached = ctx.cache.get("stack.rank_map")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
     ir = ctx.frame("NcclInitRank")
     if ir.empty:
-        return pd.DataFrame(columns=["comm_id", "rank", "host", "pid", "pci"])
-    d = ir[["comm_id", "rank", "host", "pid", "bus_id"]].drop_duplicates(["comm_id", "rank", "host", "pid"]).copy()
-    d["host"] = d["host"].fillna("").astype(str)
-    d["pci"] = d["bus_id"].map(_busid_to_pci)
-    return d.drop(columns=["bus_id"])
+        d = pd.DataFrame(columns=["comm_id", "rank", "host", "pid", "pci"])
+    else:
+        d = ir[["comm_id", "rank", "host", "pid", "bus_id"]].drop_duplicates(["comm_id", "rank", "host", "pid"]).copy()
+        d["host"] = d["host"].fillna("").astype(str)
+        d["pci"] = d["bus_id"].map(_busid_to_pci)
+        d = d.drop(columns=["bus_id"])
+    ctx.cache["stack.rank_map"] = d
+    return d
 
 
 _NVLINK_PRODUCT = re.compile(r"SXM|HBM3|H100 NVL|H200|B200|B300|GB200|GB300|GH200", re.I)
@@ -97,7 +109,17 @@ _NVSWITCH_PRODUCT = re.compile(r"SXM|HBM3|H200|B200|B300", re.I)
 
 
 def _gpu_products(ctx: Context) -> pd.DataFrame:
-    """host, pci, index, name, uuid of every GPU the bundle shows (nvidia-smi, nvidia-smi -q, nccl-tests)."""
+    """host, pci, index, name, uuid of every GPU the bundle shows (nvidia-smi, nvidia-smi -q, nccl-tests).
+
+    Built once per run (every GPU label looks it up); callers must not modify the frame.
+    """
+    cached = ctx.cache.get("stack.gpu_products")
+    if cached is None:
+        cached = ctx.cache["stack.gpu_products"] = _collect_gpu_products(ctx)
+    return cached  # type: ignore[return-value]
+
+
+def _collect_gpu_products(ctx: Context) -> pd.DataFrame:
     parts = []
     gs = ctx.frame("GpuSummary")
     if not gs.empty:
@@ -159,8 +181,10 @@ def _fabric(ctx: Context) -> dict[str, tuple[bool, bool]]:
                             "nvs": names.str.contains(_NVSWITCH_PRODUCT).to_numpy(),
                             "pci": prod["pci"].to_numpy(), "index": prod["index"].to_numpy()}).groupby("h", sort=True).agg(
             nvl=("nvl", "any"), nvs=("nvs", "any"), pci=("pci", "nunique"), index=("index", "nunique"))
-        for h, r in per[per["nvl"]].iterrows():
-            mark(str(h), True, bool(r["nvs"]) and max(int(r["pci"]), int(r["index"])) >= 8)
+        per = per[per["nvl"]]
+        for h, nvs, n_pci, n_index in zip(per.index.tolist(), per["nvs"].tolist(), per["pci"].tolist(),
+                                          per["index"].tolist(), strict=True):
+            mark(str(h), True, bool(nvs) and max(int(n_pci), int(n_index)) >= 8)
     return out
 
 
@@ -232,7 +256,7 @@ def stack_versions(ctx: Context) -> list[Finding]:
     n_nccl = 0
     nccl_hosts = 0
     if not vers.empty:
-        ext = vers["version"].astype(str).str.extract(_VER)
+        ext = distinct_extract(vers["version"].astype(str), _VER)
         vers = vers[ext["base"].notna()].copy()
         vers["base"] = ext.loc[vers.index, "base"]
         vers["cuda"] = ext.loc[vers.index, "cuda"]
@@ -240,10 +264,9 @@ def stack_versions(ctx: Context) -> list[Finding]:
         n_nccl = vers["base"].nunique()
         nccl_hosts = vers["hk"].nunique()
         nccl_single = _one(vers["base"])
-        for h, grp in vers.groupby("hk"):
-            cu = grp["cuda"].dropna()
-            if not cu.empty:
-                nccl_cuda[str(h)] = str(cu.iloc[0])
+        # per host, the CUDA of its first version line that names one
+        first_cuda = vers["cuda"].dropna().groupby(vers["hk"]).first()
+        nccl_cuda = {str(h): str(cu) for h, cu in first_cuda.items()}
         if n_nccl > 1:
             by_ver = vers.groupby("base")["hk"].agg(lambda s: sorted(set(s)))
             counts = vers.groupby("base")["hk"].nunique().sort_values(kind="stable")
@@ -269,7 +292,7 @@ def stack_versions(ctx: Context) -> list[Finding]:
 
     # NCCL's own check (init.cc): every rank compares its version with every peer's
     if not msgs.empty:
-        hit = primary(msgs[msgs["message"].str.contains("Mismatched NCCL version detected", na=False)])
+        hit = primary(msgs[message_mask(ctx, "Mismatched NCCL version detected")])
         if not hit.empty:
             ext = hit["message"].str.extract(_MISMATCH)
             rank_ver: dict[int, int] = {}
@@ -293,7 +316,7 @@ def stack_versions(ctx: Context) -> list[Finding]:
                 hit, Location(host=odd_host or _one(hit["host"].dropna())),
                 {"versions": vtxt or None, "lines": len(hit)},
             ))
-        tr = primary(msgs[msgs["message"].str.contains("Message truncated : received", na=False)])
+        tr = primary(msgs[message_mask(ctx, "Message truncated : received")])
         if not tr.empty:
             ext = tr["message"].str.extract(_TRUNCATED)
             out.append(finding(
@@ -304,7 +327,7 @@ def stack_versions(ctx: Context) -> list[Finding]:
                 {"lines": len(tr), "received": int(ext["got"].iloc[0]) if pd.notna(ext["got"].iloc[0]) else None,
                  "expected": int(ext["want"].iloc[0]) if pd.notna(ext["want"].iloc[0]) else None},
             ))
-        bad = primary(msgs[msgs["message"].str.contains(_DRIVER_TOO_OLD, na=False)])
+        bad = primary(msgs[message_mask(ctx, _DRIVER_TOO_OLD)])
         if not bad.empty:
             out.append(finding(
                 "cuda_driver_too_old",
@@ -331,10 +354,8 @@ def stack_versions(ctx: Context) -> list[Finding]:
         n_drv = drv["driver_version"].nunique()
         drv_hosts = drv["hk"].nunique()
         driver_single = _one(drv["driver_version"])
-        for h, grp in drv.groupby("hk"):
-            cu = grp["cuda_version"].dropna()
-            if not cu.empty:
-                drv_cuda[str(h)] = str(cu.iloc[0])
+        first_cuda = drv["cuda_version"].dropna().groupby(drv["hk"]).first()
+        drv_cuda = {str(h): str(cu) for h, cu in first_cuda.items()}
         if n_drv > 1:
             per = drv.groupby("driver_version")["hk"].agg(lambda s: sorted(set(s)))
             counts = drv.groupby("driver_version")["hk"].nunique().sort_values(kind="stable")
@@ -377,10 +398,10 @@ def stack_versions(ctx: Context) -> list[Finding]:
     # net plugin built for an older plugin API than this NCCL looks for
     pl = ctx.frame("NcclPluginNote")
     if not pl.empty:
-        fb = pl[pl["message"].astype(str).str.extract(_PLUGIN_FALLBACK)["want"].notna()]
+        fb = pl[distinct_extract(pl["message"].astype(str), _PLUGIN_FALLBACK)["want"].notna()]
         if not fb.empty:
             want = fb["message"].str.extract(_PLUGIN_FALLBACK)["want"].dropna().astype(int)
-            loaded = pl["message"].astype(str).str.extract(_PLUGIN_LOADED)
+            loaded = distinct_extract(pl["message"].astype(str), _PLUGIN_LOADED)
             lv = loaded["v"].dropna().astype(int)
             out.append(finding(
                 "net_plugin_api_fallback",
@@ -456,11 +477,21 @@ def transport_overrides(ctx: Context) -> list[Finding]:
     """NCCL environment overrides that force a slower or failing intra-node/collective path."""
     env = ctx.frame("EnvSetting")
     out: list[Finding] = []
-    fab = _fabric(ctx)
+    fab_cache: list[dict[str, tuple[bool, bool]]] = []
+
+    def fab() -> dict[str, tuple[bool, bool]]:
+        """The NVLink picture, built only when a finding needs it."""
+        if not fab_cache:
+            fab_cache.append(_fabric(ctx))
+        return fab_cache[0]
+
     if not env.empty:
         e = env[env["name"].str.startswith("NCCL_")].copy()
         if not e.empty:
-            e["effect"] = [_override_effect(n, str(v)) for n, v in zip(e["name"], e["value"], strict=True)]
+            # every process prints the same few settings: classify each distinct (name, value) once
+            pairs = list(zip(e["name"].tolist(), e["value"].tolist(), strict=True))
+            effect_of = {p: _override_effect(p[0], str(p[1])) for p in set(pairs)}
+            e["effect"] = [effect_of[p] for p in pairs]
             e = e[e["effect"].notna()]
         if not e.empty:
             e["val"] = e["value"].astype(str).str.strip().str.strip("'\"")
@@ -472,7 +503,7 @@ def transport_overrides(ctx: Context) -> list[Finding]:
                 hosts = sorted({str(h) for h in grp["host"].dropna()})
                 nvl, nvs = (False, False)
                 for h in hosts or [""]:
-                    a, b = _fabric_of(fab, h)
+                    a, b = _fabric_of(fab(), h)
                     nvl, nvs = nvl or a, nvs or b
                 out.append(finding(
                     "nccl_transport_override",
@@ -487,35 +518,40 @@ def transport_overrides(ctx: Context) -> list[Finding]:
     # transports NCCL chose between GPUs of one host
     ch = ctx.frame("NcclChannel")
     if not ch.empty:
-        c = ch.copy()
-        c["hk"] = _hk(c)
-        intra = c["transport"].isin(["P2P", "SHM"])
+        hk = _hk(ch)
+        keep = ch["transport"].isin(["P2P", "SHM"]).to_numpy(copy=True)
         ranks = _rank_map(ctx)
         if not ranks.empty:
+            # a NET line between two ranks of the same host is intra-node traffic too: the process (host, pid)
+            # belongs to communicator comm_of[host, pid], whose rank r runs on host_of[comm, r]
             r1 = ranks.drop_duplicates(["host", "pid"])
-            comm_of = dict(zip(zip(r1["host"], r1["pid"], strict=True), r1["comm_id"], strict=True))
+            comm_of = dict(zip(zip(r1["host"].tolist(), r1["pid"].tolist(), strict=True), r1["comm_id"].tolist(),
+                               strict=True))
             r2 = ranks.drop_duplicates(["comm_id", "rank"])
-            host_of = dict(zip(zip(r2["comm_id"], r2["rank"], strict=True), r2["host"], strict=True))
-            cid = [comm_of.get((h, p)) for h, p in zip(c["hk"], c["pid"], strict=True)]
+            host_of = dict(zip(zip(r2["comm_id"].tolist(), r2["rank"].tolist(), strict=True), r2["host"].tolist(),
+                               strict=True))
+            # ... so, per process, the ranks of its communicator on its own host
+            comm_host_ranks: dict[tuple[object, str], set[object]] = {}
+            for (ci, r), h in host_of.items():
+                comm_host_ranks.setdefault((ci, h), set()).add(r)
+            local_ranks = {(h, p): comm_host_ranks.get((ci, h), set()) for (h, p), ci in comm_of.items()
+                           if ci is not None}
+            net = (ch["transport"] == "NET").to_numpy()
             # the remote end of a line: the first rank of a '[receive]' line, the second one otherwise
-            remote = c["rank"].where(c["direction"] == "receive", c["peer"]) if "direction" in c else c["peer"]
-            peer_host = [host_of.get((ci, pr)) if ci is not None else None for ci, pr in zip(cid, remote, strict=True)]
-            c["peer_host"] = peer_host
-            net_intra = (c["transport"] == "NET") & (c["peer_host"] == c["hk"])
-        else:
-            net_intra = pd.Series(False, index=c.index)
-        c = c[intra | net_intra]
-        if not c.empty:
-            slow_hosts: list[str] = []
-            p2p_hosts: list[str] = []
-            for h, grp in c.groupby("hk", sort=True):
-                if (grp["transport"] == "P2P").any():
-                    p2p_hosts.append(str(h))
-                else:
-                    slow_hosts.append(str(h))
+            remote = ch["rank"].where(ch["direction"] == "receive", ch["peer"]) if "direction" in ch else ch["peer"]
+            no_ranks: set[object] = set()
+            for i, h, p, pr in zip(net.nonzero()[0].tolist(), hk[net].tolist(), ch["pid"][net].tolist(),
+                                   remote[net].tolist(), strict=True):
+                if pr in local_ranks.get((h, p), no_ranks):
+                    keep[i] = True
+        if keep.any():
+            c = ch[keep].assign(hk=hk[keep])
+            has_p2p = (c["transport"] == "P2P").groupby(c["hk"], sort=True).any()
+            p2p_hosts = [str(h) for h in has_p2p.index[has_p2p.to_numpy()]]
+            slow_hosts = [str(h) for h in has_p2p.index[~has_p2p.to_numpy()]]
             if slow_hosts:
                 rows = c[c["hk"].isin(slow_hosts)]
-                nvl = any(_fabric_of(fab, h)[0] for h in slow_hosts)
+                nvl = any(_fabric_of(fab(), h)[0] for h in slow_hosts)
                 kinds = sorted(set(rows["transport"]))
                 out.append(finding(
                     "intranode_without_p2p",
@@ -673,25 +709,33 @@ _DCGM_CLOCK = re.compile(r"thermal violation|power violation|clocks? event due t
 
 
 def _gpu_rank(ctx: Context) -> dict[tuple[str, str], list[int]]:
-    """(host, pci) -> NCCL ranks on that GPU, from the init lines and the nccl-tests device list."""
+    """(host, pci) -> NCCL ranks on that GPU, from the init lines and the nccl-tests device list.
+
+    Built on first use (only a throttled or hot GPU needs it), once per run.
+    """
+    cached = ctx.cache.get("stack.gpu_rank")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
     m: dict[tuple[str, str], set[int]] = {}
     ranks = _rank_map(ctx)
-    for h, pci, r in zip(ranks["host"], ranks["pci"], ranks["rank"], strict=True):
+    for h, pci, r in zip(ranks["host"].tolist(), ranks["pci"].tolist(), ranks["rank"].tolist(), strict=True):
         if pci:
             m.setdefault((str(h), str(pci)), set()).add(int(r))
     nt = ctx.frame("NcclTestsRank")
     if not nt.empty and "bus" in nt:
-        for h, pci, r in zip(_hk(nt), nt["bus"], nt["rank"], strict=True):
-            if sval(pci):
+        bus = nt["bus"]
+        for h, pci, known, r in zip(_hk(nt).tolist(), bus.tolist(), bus.notna().tolist(), nt["rank"].tolist(),
+                                    strict=True):
+            if known and str(pci):  # sval(pci), without its per-value NA check
                 m.setdefault((str(h), str(pci)), set()).add(int(r))
-    return {k: sorted(v) for k, v in m.items()}
+    res = ctx.cache["stack.gpu_rank"] = {k: sorted(v) for k, v in m.items()}
+    return res
 
 
 @extractor
 def clock_events(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     gi = ctx.frame("GpuInfo")
-    rank_of = _gpu_rank(ctx)
     throttled_ranks: dict[int, tuple[str, str]] = {}
     if not gi.empty:
         g = gi.copy()
@@ -707,7 +751,7 @@ def clock_events(ctx: Context) -> list[Finding]:
             pcis = sorted(set(grp["pci"]))
             reasons = sorted({str(x) for t in grp["throttle_active"] for x in t
                               if str(x).lower() in _HW_REASONS | _SW_THERMAL})
-            ranks = sorted({r for p in pcis for r in rank_of.get((str(h), p), [])})
+            ranks = sorted({r for p in pcis for r in _gpu_rank(ctx).get((str(h), p), [])})
             for r in ranks:
                 throttled_ranks[r] = (str(h), pcis[0])
             temps = grp["temperature_c"].dropna()
@@ -749,7 +793,7 @@ def clock_events(ctx: Context) -> list[Finding]:
             delta = float(top["temp"]) - med
             if delta < 5:  # sensor spread between neighbours, not a finding
                 continue
-            ranks = rank_of.get((str(h), str(top["pci"])), [])
+            ranks = _gpu_rank(ctx).get((str(h), str(top["pci"])), [])
             out.append(finding(
                 "gpu_temperature_outlier",
                 f"GPU {top['pci']}{' on ' + str(h) if h else ''} runs at {top['temp']:g} C, {delta:g} C above the "
