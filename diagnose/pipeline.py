@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import structlog
 
@@ -199,6 +201,55 @@ def _offloadable(files: list[BundleFile], limits: LoadLimits) -> set[int]:
     return picked if total >= limits.parallel_min_bytes else set()
 
 
+_HAND_OVER = 256  # small files handed to an idle second process at a time
+
+
+@dataclass(frozen=True)
+class _Handed:
+    """A file parsed by the second process as part of a batch: ``batch`` yields one Evidence per file."""
+
+    batch: Future[list[Evidence]]
+    pos: int  # the file's place in the batch
+
+
+def _parse_batch(batch: list[BundleFile], limits: LoadLimits) -> list[Evidence]:
+    """Small files parsed in the second process, each into its own Evidence (merged in file order later)."""
+    return [_parse_part(bf, limits) for bf in batch]
+
+
+def _hand_over(pool: ProcessPoolExecutor, files: list[BundleFile], picked: list[int], parts: list[Any],
+               busy: list[Future[Any]], limits: LoadLimits) -> ProcessPoolExecutor | None:
+    """Give the idle second process the small files ``picked``; returns the pool, or None when it cannot take
+    work (the files are then parsed here)."""
+    try:
+        fut = pool.submit(_parse_batch, [files[j] for j in picked], limits)
+    except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
+        log.warning("parallel_parse_unavailable", error=repr(exc))
+        for j in picked:
+            parts[j] = _parse_here(files[j], limits)
+        return None
+    busy.append(fut)
+    for pos, j in enumerate(picked):
+        parts[j] = _Handed(fut, pos)
+    return pool
+
+
+def _collect(part: Future[Evidence] | _Handed, bf: BundleFile, limits: LoadLimits, progress: Progress | None
+             ) -> Evidence:
+    """The Evidence the second process made of ``bf``; parsed here when it failed."""
+    try:
+        return part.batch.result()[part.pos] if isinstance(part, _Handed) else part.result()
+    except Exception as exc:  # noqa: BLE001
+        log.warning("parallel_parse_failed", file=bf.path, error=repr(exc))
+        return _parse_here(bf, limits, progress)
+
+
+def _parse_here(bf: BundleFile, limits: LoadLimits, progress: Progress | None = None) -> Evidence:
+    part = Evidence()
+    _parse_file(bf, part, limits, progress)
+    return part
+
+
 def _second_core() -> ProcessPoolExecutor | None:
     """A one-process pool from a fork server (safe when the caller runs threads, as the service does)."""
     try:
@@ -224,35 +275,51 @@ def gather(
     files = load_inputs(paths, limits) if paths or not (symptom and symptom.strip()) else []
     ev = Evidence()
     offload = _offloadable(files, limits)
-    pool = _second_core() if offload else None
-    parts: list[Evidence | Future[Evidence]] = []
-    for i, bf in enumerate(files, 1):
-        if pool is not None and i - 1 in offload:
-            try:
-                parts.append(pool.submit(_parse_part, bf, limits))
-                continue
-            except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
-                log.warning("parallel_parse_unavailable", error=repr(exc))
-                pool = None
-        part = Evidence()
-        _parse_file(bf, part, limits, progress)
-        parts.append(part)
+    pool = executor = _second_core() if offload else None
+    parts: list[Evidence | Future[Evidence] | _Handed | None] = [None] * len(files)
+    busy: list[Future[Any]] = []  # what the second process is working on
+    for i in sorted(offload) if pool is not None else ():  # the bulk dumps first: the second process starts at once
+        try:
+            parts[i] = pool.submit(_parse_part, files[i], limits)
+            busy.append(parts[i])  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
+            log.warning("parallel_parse_unavailable", error=repr(exc))
+            pool = None
+            break
+    # Small files come last here, so that an idle second process can take batches of them from the back of the
+    # queue (the bulk dumps it starts with may take less time than this process needs for the rest); the order
+    # files are parsed in never shows in the result, merged in file order below.
+    small = [i for i, bf in enumerate(files) if parts[i] is None and bf.stream is None and bf.text is not None
+             ] if pool is not None else []
+    smalls = set(small)
+    queue = collections.deque([i for i in range(len(files)) if parts[i] is None and i not in smalls] + small)
+    small_left = len(small)  # the last ones in the queue
+    done = 0
+    while queue:
+        i = queue.popleft()
+        small_left = min(small_left, len(queue))
+        parts[i] = _parse_here(files[i], limits, progress)
+        done += 1
         if progress:
-            progress(bf.path, i, len(files))
+            progress(files[i].path, done, len(files))
+        if pool is not None and small_left >= 2 * _HAND_OVER:
+            busy = [f for f in busy if not f.done()]
+            if not busy:
+                picked = [queue.pop() for _ in range(_HAND_OVER)][::-1]
+                small_left -= _HAND_OVER
+                pool = _hand_over(pool, files, picked, parts, busy, limits)
     for bf, part in zip(files, parts, strict=True):  # merged in file order: the result does not depend on timing
-        if isinstance(part, Future):
-            try:
-                part = part.result()
-            except Exception as exc:  # noqa: BLE001
-                log.warning("parallel_parse_failed", file=bf.path, error=repr(exc))
-                part = Evidence()
-                _parse_file(bf, part, limits, progress)
+        if not isinstance(part, Evidence):
+            part = _collect(part, bf, limits, progress)  # type: ignore[arg-type]
+            done += 1
+            if progress:
+                progress(bf.path, done, len(files))
         ev.records.extend(part.records)
         ev.files.extend(part.files)
         ev.formats |= part.formats
         ev.second_core_peak_mib = max(ev.second_core_peak_mib, part.second_core_peak_mib)
-    if pool is not None:
-        pool.shutdown(wait=True)
+    if executor is not None:
+        executor.shutdown(wait=True)
     log.info("bundle_parsed", files=len(files), records=len(ev.records), formats=sorted(ev.formats))
     if symptom and symptom.strip():
         ev.symptoms.extend(from_text(symptom, symptom_source))

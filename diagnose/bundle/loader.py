@@ -12,7 +12,7 @@ import os
 import re
 import tarfile
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -196,14 +196,18 @@ def _fold_sysfs(files: list[BundleFile]) -> list[BundleFile]:
     return [bf for bf in files if id(bf) not in folded] + out
 
 
+# printable ASCII, the usual control characters of text, and every non-ASCII byte (UTF-8): what is left of a sample
+# once these are deleted are its binary-looking bytes
+_TEXTISH = bytes(range(32, 127)) + b"\n\r\t\b\f\x1b" + bytes(range(128, 256))
+
+
 def _looks_binary(sample: bytes) -> bool:
     if not sample:
         return False
-    if b"\x00" in sample[:8192]:
-        return True
-    text_chars = bytes(range(32, 127)) + b"\n\r\t\b\f\x1b"
     chunk = sample[:8192]
-    nontext = sum(1 for b in chunk if b not in text_chars and b < 128)
+    if b"\x00" in chunk:
+        return True
+    nontext = len(chunk.translate(None, _TEXTISH))
     return nontext / max(1, len(chunk)) > 0.30
 
 
@@ -213,9 +217,7 @@ def _decode(data: bytes, limits: LoadLimits, problems: list[str]) -> str:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if "\x1b" in text:
         text = ANSI_RE.sub("", text)
-    if len(text) > limits.max_line_chars and any(
-        len(ln) > limits.max_line_chars for ln in text.split("\n")
-    ):
+    if len(text) > limits.max_line_chars and max(map(len, text.split("\n"))) > limits.max_line_chars:
         clipped = 0
         lines = text.split("\n")
         for i, ln in enumerate(lines):
@@ -250,13 +252,18 @@ def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | Non
     return BundleFile(rel, text, problems, _host_hint(path))
 
 
-def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile:
+def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile | str:
+    """One file on disk as a BundleFile, or the kind of archive it is by its magic bytes ("tar" / "zip"): the
+    file is opened once either way."""
     try:
         size = p.stat().st_size
         if size > limits.stream_bytes:
             with p.open("rb") as fh:
-                magic = fh.read(2)
-            gz = magic == b"\x1f\x8b"
+                magic = fh.read(_MAGIC_BYTES)
+            kind = _archive_magic(magic)
+            if kind:
+                return kind
+            gz = magic[:2] == b"\x1f\x8b"
             opener = gzip.open if gz else open
             with opener(p, "rb") as fh:  # type: ignore[operator]
                 head = fh.read(limits.head_bytes)
@@ -267,7 +274,11 @@ def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile:
                               stream=StreamSource(p, gz, size))
         with p.open("rb") as fh:
             if size > limits.max_file_bytes:
+                kind = _archive_magic(fh.read(_MAGIC_BYTES))
+                if kind:
+                    return kind
                 half = limits.max_file_bytes // 2
+                fh.seek(0)
                 head = fh.read(half)
                 fh.seek(size - half)
                 tail = fh.read(half)
@@ -278,7 +289,7 @@ def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile:
             data = fh.read()
     except OSError as exc:
         return BundleFile(rel, None, [f"unreadable: {exc.strerror or exc}"], _host_hint(PurePosixPath(rel)))
-    return _from_bytes(rel, data, limits)
+    return _archive_magic(data[:_MAGIC_BYTES]) or _from_bytes(rel, data, limits)
 
 
 def _safe_member(name: str) -> str | None:
@@ -356,22 +367,62 @@ def _iter_zip(path: Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFil
         yield BundleFile(prefix, None, [f"archive could not be read completely: {exc}"])
 
 
-def _is_archive(p: Path) -> str | None:
-    name = p.name.lower()
+_MAGIC_BYTES = 262  # enough for a tar header's "ustar" at offset 257
+
+
+def _archive_by_name(name: str) -> str | None:
+    name = name.lower()
     if name.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz", ".tbz2", ".txz")):
         return "tar"
     if name.endswith(".zip"):
         return "zip"
-    try:
-        with p.open("rb") as fh:
-            magic = fh.read(262)
-    except OSError:
-        return None
+    return None
+
+
+def _archive_magic(magic: bytes) -> str | None:
     if magic[:4] == b"PK\x03\x04":
         return "zip"
     if len(magic) > 261 and magic[257:262] == b"ustar":
         return "tar"
     return None
+
+
+def _load_file(p: Path, rel: str, limits: LoadLimits) -> Iterable[BundleFile]:
+    """A file of the input: the members of an archive (known by its name or its magic bytes), else the file."""
+    kind = _archive_by_name(p.name)
+    if kind is None:
+        read = _read_file(p, rel, limits)
+        if isinstance(read, BundleFile):
+            return (read,)
+        kind = read
+    return _iter_tar(p, rel, limits) if kind == "tar" else _iter_zip(p, rel, limits)
+
+
+def _walk(root: Path) -> list[tuple[str, Path, bool]]:
+    """Every file and every symlink under ``root`` as (posix path relative to root, path, is a symlink), sorted
+    by path components: what ``sorted(f for f in root.rglob("*") if f.is_file() or f.is_symlink())`` lists, from
+    one ``scandir`` per folder whose entries know their own type (no stat per file, no Path per entry).
+    Symlinked folders are not entered; an unreadable folder is skipped."""
+    found: list[tuple[list[str], str, bool]] = []
+
+    def visit(folder: str, prefix: str) -> None:
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except PermissionError:
+            return
+        for e in entries:
+            rel = prefix + e.name
+            if e.is_dir(follow_symlinks=False):
+                visit(e.path, rel + "/")
+            elif e.is_symlink():
+                found.append((rel.split("/"), e.path, True))
+            elif e.is_file():
+                found.append((rel.split("/"), e.path, False))
+
+    visit(str(root), "")
+    found.sort(key=lambda t: t[0])
+    return [("/".join(parts), Path(path), link) for parts, path, link in found]
 
 
 def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | None = None) -> list[BundleFile]:
@@ -385,28 +436,18 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
         if not p.exists():
             raise BundleError(f"no such file or folder: {raw}")
         if p.is_dir():
-            files = sorted(f for f in p.rglob("*") if f.is_file() or f.is_symlink())
-            for f in files:
-                rel = f.relative_to(p).as_posix()
-                if f.is_symlink():
+            for rel, f, link in _walk(p):
+                if link:
                     try:
                         f.resolve(strict=True).relative_to(p.resolve())
                     except (ValueError, OSError):
                         out.append(BundleFile(rel, None, ["symlink pointing outside the bundle, not followed"]))
                         continue
-                if f.name in {"expect.yaml", "README.md"} and f.parent == p:
+                if rel in ("expect.yaml", "README.md"):
                     continue  # fixture metadata, not evidence
-                kind = _is_archive(f)
-                if kind:
-                    out.extend(_iter_tar(f, rel, limits) if kind == "tar" else _iter_zip(f, rel, limits))
-                else:
-                    out.append(_read_file(f, rel, limits))
+                out.extend(_load_file(f, rel, limits))
         else:
-            kind = _is_archive(p)
-            if kind:
-                out.extend(_iter_tar(p, p.name, limits) if kind == "tar" else _iter_zip(p, p.name, limits))
-            else:
-                out.append(_read_file(p, p.name, limits))
+            out.extend(_load_file(p, p.name, limits))
     if not out:
         raise BundleError("no readable file in the input: " + ", ".join(str(p) for p in paths))
     out = _fold_sysfs(out)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from diagnose.models.records import ParseResult, Record, clip
 
@@ -139,22 +140,23 @@ def _peel(raw: str) -> _Line:
     host: str | None = None
     ts: str | None = None
     kernel = True
-    m = _PDSH_RE.match(s)
-    if m:
-        host = m.group(1)
-        s = s[m.end() :]
-    m = _SYSLOG_RE.match(s)
-    if m:
-        ts = m.group("ts")
-        host = m.group("host")
-        kernel = m.group("ident") == "kernel"
-        s = s[m.end() :]
-    m = _PRINTK_LEVEL_RE.match(s)
-    if m:
-        s = s[m.end() :]
-    m = _DECODE_RE.match(s)
-    if m:
-        s = s[m.end() :]
+    if not s.startswith("["):  # none of these prefixes starts with "[": plain dmesg lines skip them
+        m = _PDSH_RE.match(s)
+        if m:
+            host = m.group(1)
+            s = s[m.end() :]
+        m = _SYSLOG_RE.match(s)
+        if m:
+            ts = m.group("ts")
+            host = m.group("host")
+            kernel = m.group("ident") == "kernel"
+            s = s[m.end() :]
+        m = _PRINTK_LEVEL_RE.match(s)
+        if m:
+            s = s[m.end() :]
+        m = _DECODE_RE.match(s)
+        if m:
+            s = s[m.end() :]
     m = _BRACKET_TS_RE.match(s)
     if m:
         if ts is None:
@@ -334,6 +336,7 @@ _SNIFF_PREFIX_RE = re.compile(
     re.MULTILINE,
 )
 _SNIFF_NEG_RE = re.compile(r" NCCL (?:INFO|WARN|TRACE|CALL)\b|ProcessGroupNCCL|Watchdog caught")
+_SNIFF_NEG_WORDS = (" NCCL ", "ProcessGroupNCCL", "Watchdog caught")  # one is in every line _SNIFF_NEG_RE finds
 
 
 def sniff(head: str) -> int:
@@ -342,16 +345,20 @@ def sniff(head: str) -> int:
         if not lines:
             return 0
         n = len(lines)
-        prefixed = strong = neg = 0
+        # the negative lines first (one scan of the head finds there are none): unless they veto, three strong
+        # lines settle the score, whatever the rest of the head holds
+        neg = sum(1 for ln in lines if _SNIFF_NEG_RE.search(ln)) if any(w in head for w in _SNIFF_NEG_WORDS) else 0
+        vetoed = neg * 3 >= n
+        prefixed = strong = 0
         for ln in lines:
             is_prefixed = _SNIFF_PREFIX_RE.match(ln) is not None
             if is_prefixed:
                 prefixed += 1
             if _SNIFF_STRONG_RE.search(ln) and (is_prefixed or _SNIFF_BODY_START_RE.match(_peel(ln).body)):
                 strong += 1
-            if _SNIFF_NEG_RE.search(ln):
-                neg += 1
-        if neg * 3 >= n:
+                if strong >= 3 and not vetoed:
+                    return 95  # above any score the share of prefixed lines gives
+        if vetoed:
             return min(20, 5 * strong)
         score = 0
         frac = prefixed / n
@@ -503,59 +510,49 @@ def _parse_into(text: str, source: str, host: str | None, records: list[Record],
         if pending_id is not None:
             flush_identity()
 
-        # AER and IOMMU lines are checked first: drivers (mlx5_core, nvidia) print them under their own prefix
-        if _AER_RE.search(body) or _IOMMU_RE.search(body):
-            ev = _kernel_event(body)
-            if ev is not None:
-                records.append(_kernel_record(ev, source, line_no, raw, h, ts))
-                continue
-
-        mm = _MLX5_RE.search(body)
-        if mm:
-            msg = _FUNC_PREFIX_RE.sub("", mm.group("msg").strip())
-            records.append(
-                Mlx5Event(
-                    source=source,
-                    line=line_no,
-                    text=clip(raw),
-                    host=h,
-                    bdf=mm.group("bdf").lower(),
-                    netdev=mm.group("netdev"),
-                    category=_mlx5_category(msg),
-                    message=msg,
-                    timestamp=ts,
-                )
-            )
-            continue
-
-        pm = _PEERMEM_RE.search(body)
-        if pm and not body.startswith("Modules linked in"):
-            msg = pm.group("msg").strip() or body
-            records.append(
-                PeermemEvent(
-                    source=source,
-                    line=line_no,
-                    text=clip(raw),
-                    host=h,
-                    category=_peermem_category(msg),
-                    message=msg,
-                    timestamp=ts,
-                )
-            )
-            continue
-
-        ev = _kernel_event(body)
-        if ev is not None:
-            records.append(_kernel_record(ev, source, line_no, raw, h, ts))
+        hit = _message(body) if len(body) <= _MEMO_CHARS else _message_of(body)
+        if hit is not None:
+            cls, fields = hit
+            records.append(cls(source=source, line=line_no, text=clip(raw), host=h, timestamp=ts, **fields))
     if pending_id is not None:
         flush_identity()
 
 
-def _kernel_record(ev: tuple[str, str | None, str], source: str, line_no: int, raw: str, host: str | None,
-                   ts: str | None) -> KernelEvent:
-    category, device, message = ev
-    return KernelEvent(source=source, line=line_no, text=clip(raw), host=host, category=category,
-                       device=device, message=message, timestamp=ts)
+_Message = tuple[type[Record], dict[str, object]]
+_MEMO_CHARS = 512  # longer bodies are not memoised (bounded memory)
+
+
+def _message_of(body: str) -> _Message | None:
+    """The record a kernel message outside the NVRM block stands for, as (record class, its fields but source,
+    line, text, host and timestamp); None for a message that matters to none of them. A pure function of the
+    message body: the line prefix (timestamp, host) was peeled off."""
+    # AER and IOMMU lines are checked first: drivers (mlx5_core, nvidia) print them under their own prefix
+    if _AER_RE.search(body) or _IOMMU_RE.search(body):
+        ev = _kernel_event(body)
+        if ev is not None:
+            return KernelEvent, {"category": ev[0], "device": ev[1], "message": ev[2]}
+
+    mm = _MLX5_RE.search(body)
+    if mm:
+        msg = _FUNC_PREFIX_RE.sub("", mm.group("msg").strip())
+        return Mlx5Event, {"bdf": mm.group("bdf").lower(), "netdev": mm.group("netdev"),
+                           "category": _mlx5_category(msg), "message": msg}
+
+    pm = _PEERMEM_RE.search(body)
+    if pm and not body.startswith("Modules linked in"):
+        msg = pm.group("msg").strip() or body
+        return PeermemEvent, {"category": _peermem_category(msg), "message": msg}
+
+    ev = _kernel_event(body)
+    if ev is not None:
+        return KernelEvent, {"category": ev[0], "device": ev[1], "message": ev[2]}
+    return None
+
+
+# A cluster's kernel logs repeat the same messages host after host (firmware versions, module events, link
+# changes, with only the timestamp differing): each distinct message is classified once per run. The cached
+# field dicts are only ever read.
+_message = lru_cache(maxsize=4096)(_message_of)
 
 
 def _kernel_event(body: str) -> tuple[str, str | None, str] | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._ib import (
@@ -41,12 +42,23 @@ from diagnose.parsers._ib import (
     shell_line,
     to_int,
 )
+from diagnose.parsers.base import count_matches
 
 FORMAT = "ibstat"
 
-_NODE_RE = re.compile(r"^\s*(?P<kind>CA|Switch|Router|iWARP RNIC)(?P<alone>:)?\s+'(?P<dev>[^']+)'\s*$")
-_PORT_RE = re.compile(r"^\s*Port\s+(?P<port>\d+):\s*$")
-_KV_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z ]*?):\s*(?P<val>.*?)\s*$")
+# The three shapes of an ibstat line (a CA/switch header, a port header, a ``key: value`` field) in one pattern,
+# told apart by the last group that matched: one match per line instead of three.
+_LINE_RE = re.compile(
+    r"^\s*(?:(?:CA|Switch|Router|iWARP RNIC)(?P<alone>:)?\s+'(?P<dev>[^']+)'\s*$"
+    r"|Port\s+(?P<port>\d+):\s*$"
+    r"|(?P<key>[A-Za-z][A-Za-z ]*?):\s*(?P<val>.*?)\s*$)"
+)
+# Every line :func:`~diagnose.parsers._ib.shell_line` acts on holds one of these: a prompt's ``@``, a command
+# echo's ``$``/``#``/``>``, or an infiniband-diags/libibverbs error phrase. A plain ibstat capture holds none, so
+# its lines skip the prompt, command and error patterns (the test suite checks this against the real samples).
+_SHELL_HINTS = ("@", "$", "#", ">", "ibpanic", "ibwarn", "iberror", "Failed to", "No IB devices", "Fatal error",
+                "Invalid port")
+_SHELL_HINT = re.compile("|".join(map(re.escape, _SHELL_HINTS)))
 _RATE_RE = re.compile(r"^(?P<rate>\d+(?:\.\d+)?)(?:\s*\((?P<speed>[A-Za-z0-9]+)\))?$")
 
 _NODE_KEYS = frozenset(
@@ -87,12 +99,11 @@ _SNIFF_PORT = re.compile(r"^[ \t]*Port \d+:[ \t]*$", re.MULTILINE)
 
 
 def sniff(head: str) -> int:
-    nodes = len(_SNIFF_NODE.findall(head))
-    keys = len(_SNIFF_KEY.findall(head))
-    ports = len(_SNIFF_PORT.findall(head))
-    if nodes and keys >= 2:
-        return 95 if keys >= 5 else 80
-    if not nodes and ports and keys >= 4 and "Physical state: " in head:
+    """Scores by a CA header and the count of ibstat fields; counting stops once the score is settled."""
+    if _SNIFF_NODE.search(head):
+        keys = count_matches(_SNIFF_KEY, head, limit=5)
+        return (95 if keys >= 5 else 80) if keys >= 2 else 0
+    if "Physical state: " in head and _SNIFF_PORT.search(head) and count_matches(_SNIFF_KEY, head, limit=4) >= 4:
         return 45  # a port block whose CA header was cut off
     return 0
 
@@ -115,28 +126,38 @@ class _Node:
     ports: list[_Port] = field(default_factory=list)
 
 
-def _build_port(node: _Node, port: _Port, source: str, problems: list[str]) -> IbPort:
-    f = port.fields
+_Link = tuple[str | None, str | None, str | None, float | None, str | None, bool]
 
-    def val(key: str) -> str | None:
-        return f[key][2] if key in f else None
 
-    def nval(key: str) -> str | None:
-        return (node.fields[key][2] or None) if key in node.fields else None
-
+@lru_cache(maxsize=1024)
+def _link(state: str | None, phys: str | None, link_layer: str | None, raw_rate: str | None) -> _Link:
+    """(state, phys_state, link_layer, rate, speed, rate readable) of a port's printed values. A fabric's
+    thousands of ports print a handful of distinct values, so each combination is normalised once."""
     rate: float | None = None
     speed: str | None = None
-    raw_rate = val("Rate")
+    readable = True
     if raw_rate is not None:
         m = _RATE_RE.match(raw_rate)
         if m:
             rate = float(m.group("rate"))
             speed = m.group("speed").upper() if m.group("speed") else None
         else:
-            problems.append(
-                f"line {f['Rate'][0]}: unparseable rate {raw_rate!r} for {node.device} port {port.number}"
-            )
-    line, text = (f["State"][0], f["State"][1]) if "State" in f else (port.line, port.text)
+            readable = False
+    return norm_state(state), norm_phys_state(phys), norm_link_layer(link_layer), rate, speed, readable
+
+
+def _build_port(node: _Node, port: _Port, source: str, problems: list[str]) -> IbPort:
+    f = port.fields
+    v = {key: t[2] for key, t in f.items()}
+    nv = {key: t[2] for key, t in node.fields.items()}
+    raw_rate = v.get("Rate")
+    state, phys, link_layer, rate, speed, readable = _link(
+        v.get("State"), v.get("Physical state"), v.get("Link layer"), raw_rate
+    )
+    if not readable:
+        problems.append(f"line {f['Rate'][0]}: unparseable rate {raw_rate!r} for {node.device} port {port.number}")
+    st = f.get("State")
+    line, text = (st[0], st[1]) if st is not None else (port.line, port.text)
     return IbPort(
         source=source,
         line=line,
@@ -144,18 +165,18 @@ def _build_port(node: _Node, port: _Port, source: str, problems: list[str]) -> I
         host=node.host,
         device=node.device,
         port=port.number,
-        state=norm_state(val("State")),
-        phys_state=norm_phys_state(val("Physical state")),
+        state=state,
+        phys_state=phys,
         rate_gbps=rate,
         width=None,
         speed=speed,
-        link_layer=norm_link_layer(val("Link layer")),
-        lid=to_int(val("Base lid")),
-        sm_lid=to_int(val("SM lid")),
-        port_guid=norm_guid(val("Port GUID")),
-        node_guid=norm_guid(nval("Node GUID")),
-        ca_type=nval("CA type") or nval("Switch type") or nval("Router type"),
-        firmware=nval("Firmware version"),
+        link_layer=link_layer,
+        lid=to_int(v.get("Base lid")),
+        sm_lid=to_int(v.get("SM lid")),
+        port_guid=norm_guid(v.get("Port GUID")),
+        node_guid=norm_guid(nv.get("Node GUID") or None),
+        ca_type=nv.get("CA type") or nv.get("Switch type") or nv.get("Router type") or None,
+        firmware=nv.get("Firmware version") or None,
     )
 
 
@@ -181,6 +202,34 @@ def _flush(
         problems.append(f"line {node.line}: {where} shows {len(node.ports)} of {numports} ports")
 
 
+_NODE, _PORT, _PORT_FIELD, _NODE_FIELD = range(4)
+_MEMO_CHARS = 200  # longer lines are not memoised (bounded memory)
+
+
+def _shape_of(line: str) -> tuple[int, str | int, str | bool] | None:
+    """What one line is: (_NODE, device, alone), (_PORT, number, ""), (_PORT_FIELD or _NODE_FIELD, key, value);
+    None for anything else (a blank line, a field ibstat does not print)."""
+    m = _LINE_RE.match(line)
+    if m is None:
+        return None
+    shape = m.lastgroup
+    if shape == "dev":
+        return _NODE, m.group("dev"), m.group("alone") is not None
+    if shape == "port":
+        return _PORT, int(m.group("port")), ""
+    key = m.group("key").strip()
+    if key in _PORT_KEYS:
+        return _PORT_FIELD, key, m.group("val")
+    if key in _NODE_KEYS:
+        return _NODE_FIELD, key, m.group("val")
+    return None
+
+
+# A cluster's ibstat captures repeat most lines verbatim ("State: Active", "Rate: 400"): each distinct line is
+# matched once per run, not once per file.
+_shape = lru_cache(maxsize=4096)(_shape_of)
+
+
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     records: list[Record] = []
     problems: list[str] = []
@@ -204,32 +253,35 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             seen_ports = seen_ports or bool(node.ports)
         node, port = None, None
 
-    for n, line in iter_lines(text):
-        if not line.strip():
+    if "\r" in text or "\x1b" in text:
+        lines = iter_lines(text)
+        shellish = True  # removing escape codes can join a shell hint: look at each cleaned line
+    else:  # what iter_lines would yield, without its per-line work
+        lines = enumerate(text.split("\n"), 1)
+        shellish = any(h in text for h in _SHELL_HINTS)
+    for n, line in lines:
+        if shellish and _SHELL_HINT.search(line) is not None:
+            kind, cur_host = shell_line(line, n, source, FORMAT, _TOOLS, cur_host, records)
+            if kind is not None:
+                if kind == "boundary":
+                    close(False)
+                continue
+        shape = _shape(line) if len(line) <= _MEMO_CHARS else _shape_of(line)
+        if shape is None:
             continue
-        kind, cur_host = shell_line(line, n, source, FORMAT, _TOOLS, cur_host, records)
-        if kind is not None:
-            if kind == "boundary":
-                close(False)
-            continue
-        m = _NODE_RE.match(line)
-        if m:
+        what, a, b = shape
+        if what == _NODE:
             close(False)
-            node = _Node(device=m.group("dev"), line=n, alone=bool(m.group("alone")), host=cur_host)
+            node = _Node(device=a, line=n, alone=b, host=cur_host)  # type: ignore[arg-type]
             continue
         if node is None:
             continue  # `ibstat -l` / `-p` lists and other text outside a CA block
-        m = _PORT_RE.match(line)
-        if m:
-            port = _Port(number=int(m.group("port")), line=n, text=line)
+        if what == _PORT:
+            port = _Port(number=a, line=n, text=line)  # type: ignore[arg-type]
             node.ports.append(port)
-            continue
-        m = _KV_RE.match(line)
-        if not m:
-            continue
-        key, value = m.group("key").strip(), m.group("val")
-        if key in _PORT_KEYS and port is not None:
-            port.fields.setdefault(key, (n, line, value))
-        elif key in _NODE_KEYS:
-            node.fields.setdefault(key, (n, line, value))
+        elif what == _PORT_FIELD:
+            if port is not None:
+                port.fields.setdefault(a, (n, line, b))  # type: ignore[arg-type]
+        else:
+            node.fields.setdefault(a, (n, line, b))  # type: ignore[arg-type]
     close(True)

@@ -1,0 +1,238 @@
+"""The per-host small files of a large bundle (ibstat, dmesg) on their quick paths: folder walk, binary check,
+line prefilters and memos, and the hand-over of small files to an idle second process. Each quick path must give
+what the general one gives on the real samples."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import random
+import shutil
+import tarfile
+import zipfile
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diagnose import pipeline
+from diagnose.bundle import LoadLimits, load_inputs, loader
+from diagnose.models.records import ColumnBatch
+from diagnose.parsers import _ib, dmesg, ibstat
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+
+
+def _texts() -> list[tuple[Path, str]]:
+    out = []
+    for p in sorted(DATA.rglob("*")) + sorted((ROOT / "fixtures").rglob("*")):
+        if p.is_file() and p.suffix != ".gz":
+            raw = p.read_bytes()
+            if b"\0" not in raw[:4096]:
+                out.append((p, raw.decode("utf-8", errors="replace")))
+    return out
+
+
+TEXTS = _texts()
+
+
+# ------------------------------------------------------------------------------------------------------ ibstat
+
+
+def test_every_shell_line_holds_a_shell_hint() -> None:
+    """ibstat only asks shell_line about lines with a hint: no line shell_line acts on may lack one."""
+    extra = ["[root@gpu-a001 ~]# ibstat", "user@host:~$ ibstat mlx5_0", "$ ibstat", "# ibstat -l", "> ibstat",
+             "ibpanic: [1] main: stat failed", "ibwarn: x", "ibstat: iberror: failed", "Failed to open mlx5_0",
+             "No IB devices found", "Fatal error: x", "Invalid port requested for device", "(venv) [a@b c]$ ls"]
+    acted = 0
+    for line in extra + [ln for _, t in TEXTS for ln in t.split("\n")]:
+        records: list[Any] = []
+        kind, _ = _ib.shell_line(line, 1, "s", "ibstat", ("ibstat",), None, records)
+        if kind is not None:
+            acted += 1
+            assert ibstat._SHELL_HINT.search(line), line
+            assert any(h in line for h in ibstat._SHELL_HINTS), line
+    assert acted > 100
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "ibstat").glob("*.txt")), ids=lambda p: p.name)
+def test_ibstat_split_path_equals_the_cleaning_path(path: Path) -> None:
+    """Plain text is split directly; text with CR takes iter_lines and checks every line for shell hints."""
+    text = path.read_text()
+    plain = ibstat.parse(text, "s", "h")
+    crlf = ibstat.parse(text.replace("\n", "\r\n"), "s", "h")
+    assert plain.records == crlf.records and plain.problems == crlf.problems
+    assert plain.records
+
+
+def test_ibstat_line_memo_matches_the_pattern() -> None:
+    lines = {ln for p, t in TEXTS if "ibstat" in p.name for ln in t.split("\n")}
+    lines |= {"CA: 'mlx5_0'", "Switch 'sw1'", "Port 12:", "State : Active", "Rate: 400 (NDR)", "Bogus: 1", ""}
+    for line in lines:
+        assert ibstat._shape(line) == ibstat._shape_of(line), line
+
+
+def test_ibstat_sniff_scores() -> None:
+    for _, text in TEXTS:
+        head = text[:65536]
+        nodes = len(ibstat._SNIFF_NODE.findall(head))
+        keys = len(ibstat._SNIFF_KEY.findall(head))
+        ports = len(ibstat._SNIFF_PORT.findall(head))
+        if nodes and keys >= 2:
+            want = 95 if keys >= 5 else 80
+        elif not nodes and ports and keys >= 4 and "Physical state: " in head:
+            want = 45
+        else:
+            want = 0
+        assert ibstat.sniff(head) == want
+
+
+# ------------------------------------------------------------------------------------------------------- dmesg
+
+
+def test_dmesg_message_memo_matches_the_patterns() -> None:
+    bodies = {dmesg._peel(ln).body for p, t in TEXTS for ln in t.split("\n")[:3000]}
+    for body in bodies:
+        assert dmesg._message(body) == dmesg._message_of(body), body
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "dmesg").glob("*.log")), ids=lambda p: p.name)
+def test_dmesg_cold_and_warm_memo_agree(path: Path) -> None:
+    text = path.read_text()
+    dmesg._message.cache_clear()
+    cold = dmesg.parse(text, "s", "h")
+    warm = dmesg.parse(text, "s", "h")
+    assert cold.records == warm.records and cold.problems == warm.problems
+
+
+def test_dmesg_peel_bracket_shortcut() -> None:
+    """A line starting with "[" can only carry a bracketed timestamp: the other prefixes never match it."""
+    for _, text in TEXTS:
+        for ln in text.split("\n"):
+            if ln.startswith("["):
+                for rx in (dmesg._PDSH_RE, dmesg._SYSLOG_RE, dmesg._PRINTK_LEVEL_RE, dmesg._DECODE_RE):
+                    assert rx.match(ln) is None
+
+
+def test_dmesg_negative_words_cover_the_pattern() -> None:
+    for _, text in TEXTS:
+        for m in dmesg._SNIFF_NEG_RE.finditer(text):
+            assert any(w in m.group(0) for w in dmesg._SNIFF_NEG_WORDS)
+
+
+# ------------------------------------------------------------------------------------------------------ loader
+
+
+def test_looks_binary_counts_like_the_byte_loop() -> None:
+    text_chars = bytes(range(32, 127)) + b"\n\r\t\b\f\x1b"
+    rng = random.Random(7)
+    for n in (1, 10, 100, 8192, 9000):
+        for weight in (0.0, 0.2, 0.3, 0.5, 1.0):
+            sample = bytes(rng.randrange(256) if rng.random() < weight else rng.randrange(32, 127) for _ in range(n))
+            sample = sample.replace(b"\0", b"\1")
+            chunk = sample[:8192]
+            want = sum(1 for b in chunk if b not in text_chars and b < 128) / max(1, len(chunk)) > 0.30
+            assert loader._looks_binary(sample) is want
+
+
+def test_walk_lists_what_rglob_lists(tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    for rel in ("a.txt", ".hidden", "gpu-a1/ibstat.txt", "gpu-a1/x/y/z.log", "gpu-a10/dmesg.txt", "gpu-a2/d.txt",
+                "B/upper.txt", "empty/.keep"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    (root / "emptydir").mkdir()
+    (root / "inside").symlink_to(root / "a.txt")
+    (root / "outside").symlink_to(tmp_path)
+    (root / "dangling").symlink_to(tmp_path / "nope")
+    (root / "dirlink").symlink_to(root / "gpu-a1")
+    os.mkfifo(root / "fifo")
+    want = sorted(f for f in root.rglob("*") if f.is_file() or f.is_symlink())
+    got = loader._walk(root)
+    assert [p for _, p, _ in got] == want
+    assert [rel for rel, _, _ in got] == [f.relative_to(root).as_posix() for f in want]
+    assert [link for _, _, link in got] == [f.is_symlink() for f in want]
+
+
+def test_archives_known_by_content_or_name(tmp_path: Path) -> None:
+    ib = (DATA / "ibstat" / "heioy_ibstat_mlx4_fdr.txt").read_bytes()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo("node1/ibstat.txt")
+        info.size = len(ib)
+        tf.addfile(info, io.BytesIO(ib))
+    (tmp_path / "capture.bin").write_bytes(buf.getvalue())  # a tar without a tar name
+    with zipfile.ZipFile(tmp_path / "z.data", "w") as zf:
+        zf.writestr("node2/ibstat.txt", ib)
+    shutil.copy(tmp_path / "capture.bin", tmp_path / "named.tar")
+    files = {f.path: f for f in load_inputs([tmp_path])}
+    assert set(files) == {"capture.bin/node1/ibstat.txt", "named.tar/node1/ibstat.txt", "z.data/node2/ibstat.txt"}
+    assert all(f.text == ib.decode() for f in files.values())
+    single = load_inputs([tmp_path / "capture.bin"])
+    assert [f.path for f in single] == ["capture.bin/node1/ibstat.txt"]
+
+
+# ---------------------------------------------------------------------------------------------------- pipeline
+
+
+class _Inline:
+    """A stand-in for the second process: runs each task at once, its arguments and result pickled as they
+    would cross a process boundary."""
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        fut.set_result(pickle.loads(pickle.dumps(fn(*pickle.loads(pickle.dumps(args))))))
+        return fut
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
+
+
+def _bundle(tmp_path: Path, hosts: int) -> Path:
+    b = tmp_path / "bundle"
+    shutil.copytree(ROOT / "fixtures/link/bad_cable/positive-fattree64-hca-end", b)
+    ib = sorted((DATA / "ibstat").glob("*.txt"))
+    dm = sorted((DATA / "dmesg").glob("*.log"))
+    for i in range(hosts):
+        d = b / f"gpu-z{i:03d}"
+        d.mkdir()
+        shutil.copy(ib[i % len(ib)], d / "ibstat.txt")
+        shutil.copy(dm[i % len(dm)], d / "dmesg.txt")
+    return b
+
+
+def _result(ev: pipeline.Evidence) -> tuple[Any, ...]:
+    records = [(r.source, r.table, {k: list(v) for k, v in r.columns.items()}) if isinstance(r, ColumnBatch) else r
+               for r in ev.records]  # a batch's numpy columns compared by value
+    return records, ev.files, ev.formats, [f.model_dump_json() for f in ev.findings]
+
+
+def test_small_files_handed_to_an_idle_second_process_merge_in_file_order(tmp_path: Path, monkeypatch) -> None:
+    bundle = _bundle(tmp_path, 40)
+    small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)  # the counter dumps count as large, not the rest
+    serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
+    handed: list[int] = []
+    real = pipeline._hand_over
+
+    def spy(pool, files, picked, *rest):  # type: ignore[no-untyped-def]
+        handed.extend(picked)
+        return real(pool, files, picked, *rest)
+
+    monkeypatch.setattr(pipeline, "_HAND_OVER", 8)
+    monkeypatch.setattr(pipeline, "_hand_over", spy)
+    monkeypatch.setattr(pipeline, "_second_core", _Inline)
+    inline = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
+    assert len(handed) >= 40  # most small files went to the stand-in
+    assert _result(inline) == _result(serial)
+
+
+def test_small_files_with_a_real_second_process_give_the_same_result(tmp_path: Path, monkeypatch) -> None:
+    bundle = _bundle(tmp_path, 24)
+    small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
+    monkeypatch.setattr(pipeline, "_HAND_OVER", 4)
+    serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
+    parallel = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
+    assert _result(parallel) == _result(serial)
