@@ -1,20 +1,27 @@
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from diagnose.models.records import ParseResult
 from diagnose.parsers import nccl_log
 from diagnose.parsers._common import EnvSetting
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
-def _parse(name: str):
-    text = (DATA / "nccl_log" / name).read_text()
-    return nccl_log.parse(text, name)
+def _parse_text(text: str, name: str) -> ParseResult:
+    """The parse with its row batches turned back into one record object per line."""
+    res = nccl_log.parse(text, name)
+    return dataclasses.replace(res, records=nccl_log.as_records(res))
+
+
+def _parse(name: str) -> ParseResult:
+    return _parse_text((DATA / "nccl_log" / name).read_text(), name)
 
 
 def test_roce_init_sample() -> None:
@@ -65,7 +72,7 @@ def test_variations_launcher_prefixes_socket_and_gdr_disabled() -> None:
         "gpu-a02:99:99 [3] NCCL INFO NET/IB : No device found.\n"
         "gpu-a02:99:99 [3] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n"
     )
-    res = nccl_log.parse(text, "job.out")
+    res = _parse_text(text, "job.out")
     by = {type(r).__name__: r for r in res.records}
     assert by["NcclNetInit"].net == "Socket" and by["NcclNetInit"].devices == ("eth0",)
     assert by["NcclUsingNetwork"].net == "Socket"
@@ -101,7 +108,7 @@ def test_newer_info_lines_gdr_path_qp_comm_plugin_graph() -> None:
         "gpu-d021:1248213:1248369 [6] NCCL INFO Failed to open libibverbs.so[.1]\n"
         "gpu-d021:1248213:1248369 [6] NCCL INFO Pattern 4, crossNic 0, nChannels 16, bw 40.000000/40.000000, type NVL/PIX, sameChannels 1\n"
     )
-    res = nccl_log.parse(text, "x.log")
+    res = _parse_text(text, "x.log")
     by = {type(r).__name__: r for r in res.records}
     g = by["NcclGdrPath"]
     assert (g.enabled, g.gpu, g.hca_index, g.distance, g.limit, g.line) == (True, "7000", 0, 4, 4, 1)
