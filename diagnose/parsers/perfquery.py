@@ -153,41 +153,233 @@ def parse_bytes_bulk(data: bytes, source: str, host: str | None = None) -> Parse
 #
 # A fabric-wide dump holds millions of `Name:.....value` lines (26 per port, two snapshots of every port of
 # the fabric). Building one Python object per line costs more than everything else the triage does, so the
-# counter lines are decoded with numpy over the raw bytes: where each line starts and ends, the first colon,
-# the counter name (identified by a few of its bytes, checked twice), the trailing digits as the value. Only
-# the few other lines (headers, prompts, dates, errors: about two per port) go through the Python state
-# machine below, which is the same as the line-by-line parser's. The result is one row per counter block
-# (one port, one snapshot) with a value and a line-number column per counter: the ``PortCounterWide`` frame.
+# file is decoded with numpy over the raw bytes, mostly eight bytes at a time (little-endian 64-bit words read
+# at any offset, tested byte-wise with SWAR bit tricks):
+#
+# * where each line starts and ends;
+# * the counter name: the first 32 bytes of a line (its window) hold the name and its `:.` in a dump, whose
+#   names are padded with dots to one column, so its windows take a few dozen distinct values: the name and
+#   colon are worked out once per distinct window;
+# * the value: the digits that end the line, eight per word;
+# * the two lines every block repeats, the `$ perfquery ...` command and the `# Port ... counters: Lid L port P`
+#   header: their fixed parts are compared as words and their numbers decoded as digits; header tails and
+#   command lines (less their trailing port number) are checked once per distinct text, and the state machine
+#   takes them a run at a time. Only the few other lines (dates, prompts, errors) go through it line by line.
+#
+# The result is one row per counter block (one port, one snapshot) with a value and a line-number column per
+# counter: the ``PortCounterWide`` frame.
 
 BULK_MIN_CHARS = 1 << 20  # smaller captures give one PortCounter record per value (the line parser)
 _MAX_NAME = 32  # the longest PMA counter name is 28 characters
-_FAST_HDR = re.compile(rb"# Port (extended )?counters: Lid (\d+) port (\d+)(?: \([^)\n]*\))?[ \t]*$")
-_FAST_CMD = re.compile(rb"\$ perfquery (?:.*?(?:^|\s)(?:-G|--Guid)(?:\s+|=)(0x[0-9A-Fa-f]{1,16}\b|[0-9A-Fa-f]{16}\b))?")
-_MAX_DIGITS = 20
-_POW10 = np.array([10 ** i for i in range(_MAX_DIGITS)], dtype=np.uint64)
+_MAX_WINDOWS = 1 << 12  # more distinct windows than this: not a padded dump, each line is worked out alone
+_TOO_LONG = 99  # a run of more than 24 digits
+_MIN_RUN = 16  # shorter runs of header/command lines go through the state machine line by line
+_CHUNK = 1 << 18  # lines decoded at a time
+_MAX_KEY = 64  # header tails and command lines longer than this take the state machine
+_ATTRS = np.array(["Port", "Port extended"], dtype=object)
+_HDR_PREFIXES = (b"# Port counters: Lid ", b"# Port extended counters: Lid ")  # then `L port P` and a tail:
+_HDR_TAIL = re.compile(rb"(?: \([^)\n]*\))?[ \t]*")
+_CMD_PREFIX = b"$ perfquery "
+# the -G argument of `$ perfquery` lines, one match per line (as _GUID_ARG_RE finds it, `[^\S\n]` for `\s` so
+# that no match runs into the next line; canonical GUIDs apart, they need no normalising)
+_CMD_GUID = re.compile(
+    r"^(?:\$ perfquery(?= .*\S)(?:.*?[^\S\n](?:-G|--Guid)(?:[^\S\n]+|=)"
+    r"(?:(0x[0-9a-f]{16})|(0x[0-9A-Fa-f]{1,16}|[0-9A-Fa-f]{16}))\b)?(.?)).*$",
+    re.MULTILINE,
+)
+
+_U64 = np.uint64
+_HIGH = _U64(0x8080808080808080)
+_LOW7 = _U64(0x7F7F7F7F7F7F7F7F)
+_ONES = _U64(0x0101010101010101)
+_KEEP_LOW = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)  # the k lowest bytes of a word
+_DIGIT_BITS = ~_KEEP_LOW[::-1] & _U64(0x0F0F0F0F0F0F0F0F)  # the low nibbles of the k highest bytes
+# frexp exponent of a word's highest flagged byte (8 * byte + 8, 0 when none) -> ASCII digits above that byte
+_TOP_DIGITS = np.array([7 - (e - 8) // 8 if e else 8 for e in range(65)], dtype=np.int64)
+_LOW_BYTE = np.array([(e - 8) // 8 if e else 8 for e in range(65)], dtype=np.int64)  # -> that byte
+_POW10 = np.array([10 ** i for i in range(20)], dtype=np.uint64)
+_MIX = np.array([1, 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5,
+                 0x85EBCA77C2B2AE63, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 0x9FB21C651E98DF25,
+                 0xD6E8FEB86659FD93, 0xA0761D6478BD642F], dtype=np.uint64)
 
 
 def _find_byte(a: np.ndarray, value: int, chunk: int = 1 << 24) -> np.ndarray:
     """Offsets of one byte value, scanned in chunks (no full-size boolean mask of a 200 MB buffer)."""
-    parts = [np.flatnonzero(a[i:i + chunk] == value) + i for i in range(0, len(a), chunk)]
-    return np.concatenate(parts) if parts else np.array([], dtype=np.int64)
+    pos_t = np.int32 if len(a) < 1 << 31 else np.int64
+    parts = [(np.flatnonzero(a[i:i + chunk] == value) + i).astype(pos_t) for i in range(0, len(a), chunk)]
+    return np.concatenate(parts) if parts else np.array([], dtype=pos_t)
 
 
-def _name_words(data: bytes, starts: np.ndarray, nlen: np.ndarray) -> list[np.ndarray]:
-    """Every byte of names up to 32 long as four 64-bit words (bytes past the name zeroed): an exact identity.
+class _Words:
+    """Little-endian 64-bit words of a byte buffer at any offsets (an unaligned, byte-strided view of it);
+    bytes outside the buffer read as zero."""
 
-    Read through one unaligned, byte-strided uint64 view of the buffer: word ``k`` of a name is the 8 bytes at
-    ``start + 8k`` (little-endian), masked to the name's length."""
-    padded = data + b"\0" * 8
-    view = np.ndarray(shape=(len(data) + 1,), dtype="<u8", buffer=padded, offset=0, strides=(1,))
-    out = []
-    for k in range(_MAX_NAME // 8):
-        left = np.clip(nlen - 8 * k, 0, 8)
-        w = view[np.minimum(starts + 8 * k, len(data))]
-        mask = np.where(left >= 8, np.uint64(0xFFFFFFFFFFFFFFFF),
-                        (np.uint64(1) << (left.astype(np.uint64) * np.uint64(8))) - np.uint64(1))
-        out.append(w & mask)
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def at(self, pos: np.ndarray, count: int | None = None) -> np.ndarray:
+        """The word at each offset, or the ``count`` consecutive words there (shape ``(len(pos), count)``)."""
+        n, size = len(self.data), 8 * (count or 1)
+        view = np.ndarray(shape=(max(n - size + 1, 0), count or 1), dtype="<u8", buffer=self.data, strides=(1, 8))
+        if len(pos) and n >= size and pos.min() >= 0 and pos.max() <= n - size:
+            w = view[pos]
+        else:
+            w = view[np.clip(pos, 0, n - size)] if n >= size else np.zeros((len(pos), count or 1), dtype=np.uint64)
+            for i in np.flatnonzero((pos < 0) | (pos > n - size)).tolist():  # the first and last few bytes
+                p = int(pos[i])
+                raw = b"\0" * min(max(-p, 0), size) + self.data[max(p, 0):max(p + size, 0)]
+                w[i] = np.frombuffer(raw[:size].ljust(size, b"\0"), dtype="<u8")
+        return w if count else w[:, 0]
+
+
+def _flag(w: np.ndarray, value: int) -> np.ndarray:
+    """The high bit of each byte of the words equal to ``value``, exact from the lowest byte up to the first
+    such byte (the has-zero-byte test on ``word ^ value``; bytes above a match may be flagged falsely)."""
+    x = w ^ _U64(value * 0x0101010101010101)
+    return (x - _ONES) & ~x & _HIGH
+
+
+def _non_digits(w: np.ndarray) -> np.ndarray:
+    """The high bit of every byte of the words that is not an ASCII digit."""
+    x = w ^ _U64(0x3030303030303030)  # digits -> 0..9
+    return (((x & _LOW7) + _U64(0x7676767676767676)) | x) & _HIGH  # >= 10, or a byte >= 0x80
+
+
+def _exponent(flags: np.ndarray) -> np.ndarray:
+    """The frexp exponent of each word: 8 * byte + 8 for the highest flagged byte, 0 for none."""
+    return np.frexp(flags.astype(np.float64))[1]
+
+
+def _first_byte(words: np.ndarray, value: int) -> np.ndarray:
+    """Offset of the first byte equal to ``value`` in each row of words (``8 * words.shape[1]`` when none)."""
+    out = np.full(len(words), 8 * words.shape[1], dtype=np.int64)
+    todo = np.arange(len(words))
+    for k in range(words.shape[1]):
+        hit = _flag(words[todo, k], value)
+        found = hit != 0
+        out[todo[found]] = 8 * k + _LOW_BYTE[_exponent(hit[found] & (~hit[found] + _U64(1)))]
+        todo = todo[~found]
     return out
+
+
+def _top_digits(w: np.ndarray) -> np.ndarray:
+    """How many of each word's highest bytes (the end of a line, read little-endian) are ASCII digits, 0-8."""
+    return _TOP_DIGITS[_exponent(_non_digits(w))]
+
+
+def _low_digits(w: np.ndarray) -> np.ndarray:
+    """How many of each word's lowest bytes (the text at its offset) are ASCII digits, 0-8."""
+    other = _non_digits(w)
+    return _LOW_BYTE[_exponent(other & (~other + _U64(1)))]
+
+
+def _top_value(w: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The number written by each word's ``k`` highest bytes (digits), by the SWAR eight-digit conversion
+    (the bytes below count as leading zeros)."""
+    v = w & _DIGIT_BITS[k]
+    v = (v * _U64(2561)) >> _U64(8)
+    v = ((v & _U64(0x00FF00FF00FF00FF)) * _U64(6553601)) >> _U64(16)
+    return ((v & _U64(0x0000FFFF0000FFFF)) * _U64(42949672960001)) >> _U64(32)
+
+
+def _low_value(w: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The number written by each word's ``k`` (1-8) lowest bytes."""
+    return _top_value(w << ((8 - k) * 8).astype(np.uint64), k)
+
+
+def _groups(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Rows of ``cols`` (uint64, rows x columns) with equal values: (group of each row, first row of each group),
+    by a 64-bit mix of the columns checked exactly afterwards; None if two different rows share a mix."""
+    key = cols[:, 0].copy()
+    for k in range(1, cols.shape[1]):
+        key ^= cols[:, k] * _MIX[k]
+    inv, _ = pd.factorize(key)
+    top = np.maximum.accumulate(inv)  # codes are numbered in order of first appearance
+    first = np.flatnonzero(np.r_[True, top[1:] != top[:-1]]) if len(inv) else np.zeros(0, dtype=np.int64)
+    if not (np.take(cols[first], inv, axis=0) == cols).all():
+        return None
+    return inv, first
+
+
+def _line_values(words: _Words, en: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The decimal digits ending each line (ending at ``en``): (value, number of digits), up to three words of
+    them; a longer run counts ``_TOO_LONG`` digits. Values of 19 digits or more may have wrapped around."""
+    w = words.at(en - 8)
+    ndig = _top_digits(w)
+    val = _top_value(w, ndig)
+    rows = np.flatnonzero(ndig == 8)
+    for j in (1, 2):  # eight more digits per word
+        w = words.at(en[rows] - 8 * j - 8)
+        k = _top_digits(w)
+        val[rows] += _top_value(w, k) * _POW10[8 * j]
+        ndig[rows] += k
+        rows = rows[k == 8]
+    ndig[rows] = _TOO_LONG
+    return val, ndig
+
+
+def _counter_names(words: _Words, a: np.ndarray, st: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]] | None:
+    """Counter lines among candidate lines (starting at ``st``): (length of the name before its ``:.``, 0 when
+    the line is none; name id; the name of each id). None: ambiguous names.
+
+    A line's window (its first 32 bytes) decides: the first colon before the first newline, then a dot. In a
+    padded dump the windows take a few dozen values, each worked out once."""
+    win = words.at(st, _MAX_NAME // 8)
+    grouped = _groups(win)
+    if grouped is None:
+        return None
+    inv, rep = grouped
+    if len(rep) > _MAX_WINDOWS:
+        inv, rep = None, np.arange(len(st))
+    rwin = win[rep] if inv is not None else win
+    newline, colon = _first_byte(rwin, 10), _first_byte(rwin, 58)
+    rlen = np.where(colon < newline, colon, np.where(newline == _MAX_NAME, _MAX_NAME, 0))
+    nxt = np.minimum(rlen + 1, _MAX_NAME - 1)  # the byte after the colon, when in the window
+    after = (rwin[np.arange(len(rwin)), nxt // 8] >> (8 * (nxt % 8)).astype(np.uint64)) & _U64(0xFF)
+    name_len = np.where((rlen > 0) & (rlen < _MAX_NAME - 1) & (after == 46), rlen, 0)
+    # past the window: a colon at byte 32, or the dot after a colon at byte 31, is checked line by line
+    edge = rlen >= _MAX_NAME - 1
+    name_len[edge] = rlen[edge]
+    nlen = name_len[inv] if inv is not None else name_len
+    if edge.any():
+        rows = np.flatnonzero(edge[inv] if inv is not None else edge)
+        at = st[rows] + nlen[rows]
+        ok = (a[np.minimum(at, len(a) - 1)] == 58) & (a[np.minimum(at + 1, len(a) - 1)] == 46) & (at + 1 < len(a))
+        nlen[rows[~ok]] = 0
+    # names: the window masked to the name (and its length)
+    masked = rwin & _KEEP_LOW[np.clip(rlen[:, None] - 8 * np.arange(_MAX_NAME // 8), 0, 8)]
+    names = _groups(np.column_stack([masked, rlen.astype(np.uint64)]))
+    if names is None:
+        return None
+    name_of_rep, first = names
+    texts = [words.data[p:p + k] for p, k in zip(st[rep[first]].tolist(), rlen[first].tolist(), strict=True)]
+    return nlen, name_of_rep[inv] if inv is not None else name_of_rep, texts
+
+
+def _counter_lines(words: _Words, a: np.ndarray, starts: np.ndarray, ends: np.ndarray, length: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[bytes]] | None:
+    """The lines of the form ``Name:.`` (an upper-case letter first), decoded ``_CHUNK`` lines at a time (small
+    temporaries: cache and allocator friendly): (line index, name id, value, number of digits: 0 when the line
+    does not end in a ``.``-preceded number), and the name of each id. None: ambiguous names."""
+    names: dict[bytes, int] = {}
+    parts = []
+    for lo in range(0, len(starts), _CHUNK):
+        st, en = starts[lo:lo + _CHUNK], ends[lo:lo + _CHUNK]
+        cand = np.flatnonzero(length[lo:lo + _CHUNK] >= 3)  # `A:.` at least
+        cand = cand[a[st[cand]] - np.uint8(65) < 26]
+        found = _counter_names(words, a, st[cand])
+        if found is None:
+            return None
+        nlen, name_id, texts = found
+        named = nlen > 0
+        rows = cand[named]
+        end = en[rows]
+        val, ndig = _line_values(words, end)
+        ndig[(ndig < _TOO_LONG) & (a[np.maximum(end - ndig - 1, 0)] != 46)] = 0  # `.....123`
+        ids = np.array([names.setdefault(t, len(names)) for t in texts], dtype=np.int32)
+        parts.append(((rows + lo).astype(starts.dtype), ids[name_id[named]], val, ndig.astype(np.int8)))
+    idx, name_id, val, ndig = (np.concatenate(p) for p in zip(*parts, strict=True))
+    return idx, name_id, val, ndig, list(names)
 
 
 def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record], problems: list[str]) -> bool:
@@ -197,159 +389,94 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     a = np.frombuffer(data, dtype=np.uint8)
     n = len(a)
     pos_t = np.int32 if n < (1 << 31) - 64 else np.int64  # byte offsets: half the memory below 2 GiB
-    nl = _find_byte(a, 10).astype(pos_t)
+    nl = _find_byte(a, 10).astype(pos_t, copy=False)
     starts = np.empty(len(nl) + 1, dtype=pos_t)
     starts[0] = 0
     starts[1:] = nl + 1
     ends = np.empty_like(starts)
     ends[:-1] = nl
     ends[-1] = n
-    ends -= (ends > starts) & (a[np.clip(ends - 1, 0, n - 1)] == 13)
+    del nl
+    if b"\r" in data:
+        ends -= (ends > starts) & (a[np.clip(ends - 1, 0, n - 1)] == 13)
     length = ends - starts
-    first = np.where(length > 0, a[np.clip(starts, 0, n - 1)], np.uint8(0))
-    # the first colon of every line
-    cp = _find_byte(a, 58)
-    colon = np.full(len(starts), -1, dtype=pos_t)
-    if len(cp):
-        li = np.searchsorted(starts, cp, side="right") - 1
-        first_of_line = np.ones(len(li), dtype=bool)
-        first_of_line[1:] = li[1:] != li[:-1]
-        colon[li[first_of_line]] = cp[first_of_line]
-        del li, first_of_line
-    del cp, nl
-    kv = (first >= 65) & (first <= 90) & (colon > 0)
-    kv &= (colon + 1 < ends) & (a[np.clip(colon + 1, 0, n - 1)] == 46)  # `Name:.` : the dotted padding
-    kv_idx = np.flatnonzero(kv).astype(pos_t)
-    del kv
-    c = colon[kv_idx]
-    st = starts[kv_idx]
-    en = ends[kv_idx]
-    nlen = c - st
-    # trailing digits: the value
-    val = np.zeros(len(kv_idx), dtype=np.uint64)
-    ndig = np.zeros(len(kv_idx), dtype=np.int8)
-    cur = np.arange(len(kv_idx), dtype=pos_t)  # rows whose digit run is still going: most values are one digit long
-    for j in range(1, _MAX_DIGITS + 1):
-        pos = en[cur] - j
-        b = a[np.clip(pos, 0, n - 1)]
-        ok = (pos > c[cur]) & (b >= 48) & (b <= 57)
-        cur, b = cur[ok], b[ok]
-        if not len(cur):
-            break
-        ndig[cur] += 1
-        val[cur] += (b.astype(np.uint64) - np.uint64(48)) * _POW10[j - 1]
-    before = a[np.clip(en - ndig - 1, 0, n - 1)]
-    del en, cur
-    named = (nlen >= 1) & (nlen <= _MAX_NAME)
-    numeric = (ndig > 0) & (before == 46) & named
-    if (numeric & (ndig >= 19) & (val >= np.uint64(1 << 63))).any():
-        return False  # beyond int64: let the line parser keep them exact
-    # counter names, identified by a 64-bit key of a few bytes and checked against a second key
-    nm_idx = kv_idx[named]
-    words = _name_words(data, st[named], nlen[named])
-    key = words[0] ^ (words[1] * np.uint64(0x9E3779B97F4A7C15)) ^ (words[2] * np.uint64(0xC2B2AE3D27D4EB4F)) \
-        ^ (words[3] * np.uint64(0x165667B19E3779F9)) ^ (nlen[named].astype(np.uint64) << np.uint64(57))
-    inv, uniq = pd.factorize(key)
-    if len(uniq) > 512:
-        return False  # not a counter dump's small vocabulary
-    first_pos = np.empty(len(uniq), dtype=np.int64)
-    first_pos[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)
-    rep = first_pos[inv]
-    exact = all(np.array_equal(w, w[rep]) for w in words)
-    del words, key, rep
-    if not exact:
+    words = _Words(data)
+    found = _counter_lines(words, a, starts, ends, length)
+    if found is None:
         return False  # two names share a key: do not guess
-    names = [data[int(starts[i]):int(colon[i])].decode("ascii", errors="replace") for i in nm_idx[first_pos]]
-    if not all(nm.isalnum() for nm in names):
-        return False
-    canon = [canonical_counter(nm) for nm in names]
-    vocab = sorted({cn for cn in canon if cn is not None})
-    code = np.array([-1 if cn is None else vocab.index(cn) for cn in canon], dtype=np.int64)
-    ccode_named = code[inv]
-    num_named = numeric[named]
+    nm_idx, name_id, val, ndig, names = found
+    used = np.flatnonzero(np.bincount(name_id, minlength=len(names)))
+    if len(used) > 512:
+        return False  # not a counter dump's small vocabulary
+    canon: dict[int, str | None] = {}
+    for g in used.tolist():
+        nm = names[g].decode("ascii", errors="replace")
+        if not nm.isalnum():
+            return False
+        canon[g] = canonical_counter(nm)
+    vocab = sorted({cn for cn in canon.values() if cn is not None})
+    code = np.full(len(names), -1, dtype=np.int16)
+    for g, cn in canon.items():
+        code[g] = -1 if cn is None else vocab.index(cn)
+    ccode_named = code[name_id]
+    num_named = ndig > 0
+    big = np.flatnonzero(ndig >= 19)
+    if any(d == _TOO_LONG or int(data[e - d:e]) >= 1 << 63 for e, d in zip(
+            ends[nm_idx[big]].tolist(), ndig[big].tolist(), strict=True)):
+        return False  # beyond int64: let the line parser keep them exact
+    del name_id, ndig, code
     # plain lines: numeric counter lines, and non-numeric lines of names outside the vocabulary
     # (CounterSelect:....0x0000): both only count towards their block's length
     plain_named = num_named | (ccode_named < 0)
-    plain_idx = nm_idx[plain_named]
-    num_idx = nm_idx[num_named]
-    ccode = ccode_named[num_named]
-    val = val[named][num_named]
-    del c, st, nlen, ndig, before, numeric, named, ccode_named, plain_named, num_named, inv
-    special = np.ones(len(starts), dtype=bool)
-    special[plain_idx] = False
-    special &= length > 0
+    special = length > 0
+    special[nm_idx[plain_named]] = False
     sp_idx = np.flatnonzero(special)
+    del special
     if len(sp_idx) > max(64, len(starts) // 4):
         return False  # a mixed capture rather than a dump: the line parser is the right tool
     state = _Machine(source, host, problems, records)
-    fast_hdr, fast_cmd, header, close = _FAST_HDR.match, _FAST_CMD.match, state.header, state._close
-    for i, s0, e0 in zip(sp_idx.tolist(), starts[sp_idx].tolist(), ends[sp_idx].tolist(), strict=True):
-        raw_b = data[s0:e0]
-        lead = raw_b[:1]
-        # the two lines every block repeats take a short path; anything else goes through the full machine
-        if lead == b"#":
-            m = fast_hdr(raw_b)
-            if m is not None:
-                state.last_bad = None
-                header(i + 1, m.group(1) is not None, int(m.group(2)), int(m.group(3)))
-                continue
-        elif lead == b"$":
-            m = fast_cmd(raw_b)
-            if m is not None:
-                state.last_bad = None
-                close(i + 1)
-                g = m.group(1)
-                state.guid = None if g is None else state.norm(g.decode("ascii"))
-                continue
-        state.line(i + 1, raw_b.decode("utf-8", errors="replace"))
+    _special_lines(state, data, words, sp_idx, starts[sp_idx], ends[sp_idx])
     if not state.b_line:
         return False
-    # counter lines -> the block open at that line
-    closers = np.array(state.closer_lines, dtype=np.int64)
-    closer_block = np.array(state.closer_block, dtype=np.int64)
-
-    # the block open at each line: the last closing line at or before it (a running count of closers)
-    mark = np.zeros(len(starts) + 1, dtype=np.int32)
-    mark[closers] = 1  # closers are distinct line numbers
-    last_closer = np.cumsum(mark) - 1
-    block_at = np.append(closer_block, -1)[np.where(last_closer >= 0, last_closer, len(closer_block))]
-
-    def block_of(line_numbers: np.ndarray) -> np.ndarray:
-        return block_at[line_numbers]
-
-    lines1 = num_idx + 1
-    blk = block_of(lines1)
-    plain_blk = block_of(plain_idx + 1)
-    orphan = (blk < 0) & (ccode >= 0)
-    if orphan.any():
-        problems.append(f"line {int(lines1[orphan][0])}: counter line before any perfquery header "
-                        "(header missing or cut off)")
     nb = len(state.b_line)
+    # the block open at each counter line: that of the last closing line at or before it (a running count)
+    mark = np.zeros(len(starts) + 1, dtype=np.int32)
+    mark[np.array(state.closer_lines, dtype=np.int64)] = 1  # closers are distinct line numbers
+    block_named = np.array([-1, *state.closer_block], dtype=np.int32)[np.cumsum(mark, dtype=np.int32)[nm_idx + 1]]
+    del mark
+    plain_blk = block_named[plain_named]
     counts = np.bincount(plain_blk[plain_blk >= 0], minlength=nb)
     for b, k in state.b_extra.items():
         counts[b] += k
-    keep = (blk >= 0) & (ccode >= 0)
-    vals = np.full((nb, len(vocab)), -1, dtype=np.int64)
-    lns = np.zeros((nb, len(vocab)), dtype=np.int32 if len(starts) < (1 << 31) - 1 else np.int64)
-    vals[blk[keep], ccode[keep]] = val[keep].astype(np.int64)
-    lns[blk[keep], ccode[keep]] = lines1[keep]
-    last_num = int(lines1[-1]) if len(lines1) else 0
+    del plain_blk, plain_named
+    known = num_named & (ccode_named >= 0)
+    orphan = np.flatnonzero(known & (block_named < 0))
+    if len(orphan):
+        problems.append(f"line {int(nm_idx[orphan[0]]) + 1}: counter line before any perfquery header "
+                        "(header missing or cut off)")
+    last_num = int(nm_idx[num_named][-1]) + 1 if num_named.any() else 0
+    keep = known & (block_named >= 0)
+    cell = ccode_named[keep].astype(np.int64) * nb + block_named[keep]  # a row of values (and of lines) per counter
+    vals = np.full((len(vocab), nb), -1, dtype=np.int64)
+    lns = np.zeros((len(vocab), nb), dtype=np.int32 if len(starts) < (1 << 31) - 1 else np.int64)
+    vals.reshape(-1)[cell] = val[keep].view(np.int64)
+    lns.reshape(-1)[cell] = nm_idx[keep] + 1
+    del block_named, ccode_named, nm_idx, num_named, known, keep, cell, val
     state.finish(counts, last_num)
-    keys = state.b_key
     columns: dict[str, object] = {
         "source": np.full(nb, source, dtype=object),
         "line": np.array(state.b_line, dtype=np.int64),
         "host": np.array(state.b_host, dtype=object),
-        "lid": np.array([k[1] for k in keys], dtype=object),
-        "guid": np.array([k[3] for k in keys], dtype=object),
-        "port": np.array([k[2] for k in keys], dtype=object),
-        "extended": np.array([k[0] == "Port extended" for k in keys], dtype=bool),
-        "snapshot": np.array(state.b_snap, dtype=np.int64),
+        "lid": np.array(state.b_lid, dtype=object),
+        "guid": np.array(state.b_guid, dtype=object),
+        "port": np.array(state.b_port, dtype=object),
+        "extended": np.array(state.b_attr, dtype=object) == "Port extended",
+        "snapshot": _snapshots([state.b_attr, state.b_lid, state.b_port, state.b_guid]),
         "timestamp": np.array(state.b_ts, dtype=object),
     }
     for k, cn in enumerate(vocab):
-        columns[f"v:{cn}"] = vals[:, k]
-        columns[f"l:{cn}"] = lns[:, k]
+        columns[f"v:{cn}"] = vals[k]
+        columns[f"l:{cn}"] = lns[k]
     records.append(ColumnBatch(
         source=source, line=int(state.b_line[0]), text="", host=host, table="PortCounterWide", columns=columns,
         line_columns=("line", *(f"l:{cn}" for cn in vocab)), lines=LineIndex(data, starts, ends),
@@ -357,10 +484,118 @@ def _parse_bulk(data: bytes, source: str, host: str | None, records: list[Record
     return True
 
 
+def _has_prefix(head: np.ndarray, prefix: bytes) -> np.ndarray:
+    """Rows whose first words (a line's first bytes, rows x 4) start with ``prefix`` (at most 32 bytes)."""
+    hit = np.ones(len(head), dtype=bool)
+    for k in range(0, len(prefix), 8):
+        part = prefix[k:k + 8]
+        hit &= (head[:, k // 8] & _KEEP_LOW[len(part)]) == _U64(int.from_bytes(part, "little"))
+    return hit
+
+
+def _strings(words: _Words, pos: np.ndarray, size: np.ndarray, *extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with the same bytes ``[pos, pos + size)`` (size <= _MAX_KEY) and the same ``extra`` columns:
+    (group of each row, first row of each group)."""
+    count = max(1, -(-int(size.max(initial=0)) // 8))
+    cols = words.at(pos, count) & _KEEP_LOW[np.clip(size[:, None] - 8 * np.arange(count), 0, 8)]
+    got = _groups(np.column_stack([cols, *(c.astype(np.uint64) for c in (size, *extra))]))
+    if got is None:  # two different strings share a key: every row its own group
+        return np.arange(len(pos)), np.arange(len(pos))
+    return got
+
+
+def _run_lines(state: _Machine, data: bytes, words: _Words, starts: np.ndarray, ends: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Which lines are a block header ``# Port [extended] counters: Lid L port P [(CapMask ...)]`` (kind 1) or a
+    ``$ perfquery`` command (kind 2), decoded with numpy; the others (kind 0, and any unusual header or
+    command) go to the state machine. Also: extended, lid, port (headers), the normalised -G GUID (commands).
+
+    Header tails and commands are checked once per distinct text: a command without its trailing port number,
+    which can take no part in the -G argument ``_GUID_ARG_RE`` finds."""
+    m = len(starts)
+    kind = np.zeros(m, dtype=np.int8)
+    ext = np.zeros(m, dtype=bool)
+    lid = np.zeros(m, dtype=np.int64)
+    port = np.zeros(m, dtype=np.int64)
+    guid = np.full(m, None, dtype=object)
+    head = words.at(starts, 4)
+    for extended, prefix in enumerate(_HDR_PREFIXES):
+        rows = np.flatnonzero(_has_prefix(head, prefix))
+        at = starts[rows] + len(prefix)
+        w_lid = words.at(at)
+        k_lid = _low_digits(w_lid)
+        at += k_lid
+        ok = (k_lid >= 1) & (k_lid <= 7) & ((words.at(at) & _KEEP_LOW[6]) == _U64(int.from_bytes(b" port ", "little")))
+        at += 6
+        w_port = words.at(at)
+        k_port = _low_digits(w_port)
+        at += k_port
+        ok &= (k_port >= 1) & (k_port <= 7) & (ends[rows] - at <= _MAX_KEY)
+        rows, at, w_lid, k_lid, w_port, k_port = rows[ok], at[ok], w_lid[ok], k_lid[ok], w_port[ok], k_port[ok]
+        inv, first = _strings(words, at, ends[rows] - at)
+        tail_ok = np.array([_HDR_TAIL.fullmatch(data[int(at[i]):int(ends[rows[i]])]) is not None
+                            for i in first.tolist()], dtype=bool)[inv]
+        rows = rows[tail_ok]
+        kind[rows] = 1
+        ext[rows] = bool(extended)
+        lid[rows] = _low_value(w_lid[tail_ok], k_lid[tail_ok])
+        port[rows] = _low_value(w_port[tail_ok], k_port[tail_ok])
+    rows = np.flatnonzero(_has_prefix(head, _CMD_PREFIX))
+    end = ends[rows]
+    k = _top_digits(words.at(end - 8))
+    cut = (k >= 1) & (k <= 3) & ((words.at(end - k - 8) >> _U64(56)) == 32)  # ` <port>` at the end
+    end = np.where(cut, end - k - 1, end)
+    short = end - starts[rows] <= _MAX_KEY
+    rows, end, cut = rows[short], end[short], cut[short]
+    inv, first = _strings(words, starts[rows], end - starts[rows], cut)
+    text = b"\n".join([data[s:e] + (b" 1" if c else b"") for s, e, c in zip(
+        starts[rows[first]].tolist(), end[first].tolist(), cut[first].tolist(), strict=True)])
+    found = _CMD_GUID.findall(text.decode("utf-8", errors="replace"))
+    if len(found) == len(first):
+        kinds = np.array([2 if c or o or t else 0 for c, o, t in found], dtype=np.int8)
+        guids = np.array([c or (state.norm(o) if o else None) for c, o, _ in found], dtype=object)
+        kind[rows] = kinds[inv]
+        guid[rows] = guids[inv]
+    return kind, ext, lid, port, guid
+
+
+def _special_lines(state: _Machine, data: bytes, words: _Words, idx: np.ndarray, starts: np.ndarray,
+                   ends: np.ndarray) -> None:
+    """Feed the lines that are not plain counter lines to the state machine, in order: long runs of block
+    headers and ``$ perfquery`` commands (all but a few lines of a dump) at once, the others one by one."""
+    kind, ext, lid, port, guid = _run_lines(state, data, words, starts, ends)
+    lines = idx + 1
+    other = np.flatnonzero(kind == 0).tolist()
+    lo = 0
+    for hi in [*other, len(idx)]:
+        if hi - lo >= _MIN_RUN:
+            state.run(lines[lo:hi], kind[lo:hi] == 1, ext[lo:hi], lid[lo:hi], port[lo:hi], guid[lo:hi])
+            lo = hi
+        for i in range(lo, min(hi + 1, len(idx))):
+            state.line(int(lines[i]), data[int(starts[i]):int(ends[i])].decode("utf-8", errors="replace"))
+        lo = hi + 1
+
+
+def _snapshots(cols: list[list]) -> np.ndarray:
+    """For each block, how many earlier blocks have the same (attribute, lid, port, guid): ``snapshot``."""
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for col in cols:
+        codes, uniq = pd.factorize(np.array(col, dtype=object), use_na_sentinel=False)
+        key, _ = pd.factorize(key * len(uniq) + codes)
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    at = np.arange(len(sk))
+    begin = np.maximum.accumulate(np.where(np.r_[True, sk[1:] != sk[:-1]], at, 0))
+    snap = np.empty(len(sk), dtype=np.int64)
+    snap[order] = at - begin
+    return snap
+
+
 class _Machine:
     """The perfquery state machine: block headers, ``date`` stamps, prompts and perfquery commands, tool errors,
     counter lines. The bulk parser feeds it only the lines that are not plain numeric counter lines (those are
-    decoded with numpy); the line parser feeds it every line and has it emit the counter records (``emit``)."""
+    decoded with numpy), long runs of headers and commands at once (``run``); the line parser feeds it every
+    line and has it emit the counter records (``emit``)."""
 
     def __init__(self, source: str, host: str | None, problems: list[str], records: list[Record],
                  emit: bool = False) -> None:
@@ -372,10 +607,13 @@ class _Machine:
         self.timestamp: str | None = None
         self.seen: dict[tuple[str, int | None, int | None, str | None], int] = {}
         # blocks, column-wise (one entry per block header)
-        self.b_key: list[tuple[str, int | None, int | None, str | None]] = []
+        self.b_attr: list[str] = []
+        self.b_lid: list[int | None] = []
+        self.b_port: list[int | None] = []
+        self.b_guid: list[str | None] = []
         self.b_line: list[int] = []
         self.b_portid: list[str] = []
-        self.b_snap: list[int] = []
+        self.b_snap: list[int] = []  # the line parser's; the bulk parser numbers snapshots at the end
         self.b_ts: list[str | None] = []
         self.b_host: list[str | None] = []
         self.b_extra: dict[int, int] = {}  # counter lines the state machine saw (non-numeric values), per block
@@ -391,15 +629,20 @@ class _Machine:
             got = self._guids[g] = norm_guid(g)
         return got
 
-    def header(self, n: int, attr: str | bool, lid: int | None, port_num: int, portid: str = "") -> None:
-        """A block header; ``attr`` True/False is the fast path's "Port extended"/"Port"."""
-        if attr is True or attr is False:
-            attr = "Port extended" if attr else "Port"
-        key = (attr, lid, None if port_num == ALL_PORTS else port_num, self.guid)
-        snap = self.seen.get(key, 0)
-        self.seen[key] = snap + 1
+    def header(self, n: int, attr: str, lid: int | None, port_num: int, portid: str = "") -> None:
+        """A block header: opens block ``len(b_line)`` (snapshot counted here only for the line parser, which
+        emits records at once; ``_snapshots`` numbers all of the bulk parser's blocks at the end)."""
+        port = None if port_num == ALL_PORTS else port_num
+        snap = 0
+        if self.emit:
+            key = (attr, lid, port, self.guid)
+            snap = self.seen.get(key, 0)
+            self.seen[key] = snap + 1
         b = len(self.b_line)
-        self.b_key.append(key)
+        self.b_attr.append(attr)
+        self.b_lid.append(lid)
+        self.b_port.append(port)
+        self.b_guid.append(self.guid)
         self.b_line.append(n)
         self.b_portid.append(portid)
         self.b_snap.append(snap)
@@ -409,8 +652,37 @@ class _Machine:
         self.closer_block.append(b)
         self.cur = b
 
+    def run(self, n: np.ndarray, hdr: np.ndarray, ext: np.ndarray, lid: np.ndarray, port: np.ndarray,
+            guid: np.ndarray) -> None:
+        """Consecutive lines that are each a ``# Port [extended] counters: Lid L port P`` header (``hdr``) or a
+        ``$ perfquery`` command (``guid``: its normalised -G argument), with the effect ``line`` would have on
+        each in turn (bulk parser only: it numbers the snapshots afterwards)."""
+        h = np.flatnonzero(hdr)
+        at = np.arange(len(hdr))
+        last_cmd = np.maximum.accumulate(np.where(hdr, -1, at))[h]  # the command before each header
+        b0 = len(self.b_line)
+        blocks = np.where(hdr, b0 + np.cumsum(hdr) - 1, -1)
+        ports = port[h].astype(object)
+        ports[port[h] == ALL_PORTS] = None
+        k = len(h)
+        self.b_attr += _ATTRS[ext[h].astype(np.int64)].tolist()
+        self.b_lid += lid[h].tolist()
+        self.b_port += ports.tolist()
+        self.b_guid += np.where(last_cmd >= 0, guid[np.maximum(last_cmd, 0)], self.guid).tolist()
+        self.b_line += n[h].tolist()
+        self.b_portid += [""] * k
+        self.b_snap += [0] * k
+        self.b_ts += [self.timestamp] * k
+        self.b_host += [self.host] * k
+        self.closer_lines += n.tolist()
+        self.closer_block += blocks.tolist()
+        self.cur = int(blocks[-1]) if hdr[-1] else None
+        if not hdr.all():
+            self.guid = guid[at[~hdr][-1]]
+        self.last_bad = None
+
     def label(self, b: int) -> str:
-        lid, port = self.b_key[b][1], self.b_key[b][2]
+        lid, port = self.b_lid[b], self.b_port[b]
         return f"Lid {lid if lid is not None else self.b_portid[b]} port {ALL_PORTS if port is None else port}"
 
     def _close(self, n: int, block: int = -1) -> None:
@@ -494,11 +766,10 @@ class _Machine:
             canon = self._canon[name] = canonical_counter(name)
         if canon is None:
             return
-        key = self.b_key[b]
         self.records.append(PortCounter(
-            source=self.source, line=n, text=clip(line), host=self.host, lid=key[1], guid=key[3], port=key[2],
-            counter=canon, value=value, extended=key[0] == "Port extended", snapshot=self.b_snap[b],
-            timestamp=self.b_ts[b],
+            source=self.source, line=n, text=clip(line), host=self.host, lid=self.b_lid[b], guid=self.b_guid[b],
+            port=self.b_port[b], counter=canon, value=value, extended=self.b_attr[b] == "Port extended",
+            snapshot=self.b_snap[b], timestamp=self.b_ts[b],
         ))
 
     def finish(self, counts: np.ndarray, last_numeric_line: int) -> None:
@@ -506,8 +777,7 @@ class _Machine:
         nb = len(self.b_line)
         if not nb or self.cur is None or self.cur != nb - 1:
             return
-        attr = self.b_key[-1][0]
-        same = np.array([k[0] == attr for k in self.b_key[:-1]], dtype=bool)
+        same = np.array(self.b_attr[:-1], dtype=object) == self.b_attr[-1]
         expected = int(counts[:-1][same].max()) if same.any() else 0
         mine = int(counts[-1])
         label = self.label(nb - 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import numpy as np
@@ -92,3 +93,88 @@ def test_chunk_offset_shifts_every_line_column() -> None:
         assert (batch.columns[k][v > 0] == v[v > 0] + 100).all()
         assert (batch.columns[k][v == 0] == 0).all()
     assert batch.lines.text(first + 100) == want  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------------- synthetic dumps
+# Shapes the numpy decoding treats specially: long runs of headers and commands, runs cut short by other lines,
+# commands without a trailing port or with a non-canonical -G, edges of the buffer, long digit runs, names at
+# the edge of the 32-byte window, dumps without the usual padding, CRLF. Each must parse as the line parser does.
+
+_NAMES = ["PortSelect", "CounterSelect", "PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts",
+          "SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter", "PortRcvErrors",
+          "PortRcvRemotePhysicalErrors", "ExcessiveBufferOverrunErrors", "VL15Dropped", "PortXmitWait"]
+
+
+def _dump(ports: int = 40, *, seed: int = 1, date_every: int = 0, cmd: str = "$ perfquery -x -G {guid} {port}",
+          pad: int = 33, extended: bool = True, tail: str = " (CapMask: 0x5300 CapMask2: 0x0000002)") -> str:
+    rng = np.random.default_rng(seed)
+    out = ["$ date", "Fri Jun 14 02:49:28 UTC 2024"]
+    for i in range(ports):
+        if date_every and i % date_every == 0:
+            out += ["$ date", f"Fri Jun 14 02:{49 + i // 60:02d}:{i % 60:02d} UTC 2024"]
+        guid, port = f"0xfc6a1c0300fa{i // 4:04x}", i % 4 + 1
+        out.append(cmd.format(guid=guid, port=port))
+        kind = "Port extended counters" if extended else "Port counters"
+        out.append(f"# {kind}: Lid {i // 4 + 1} port {port}{tail}")
+        for name in _NAMES:
+            value = ("0x0000" if name == "CounterSelect" else
+                     str(port if name == "PortSelect" else int(rng.integers(0, 10 ** int(rng.integers(1, 19))))))
+            out.append(name + ":" + "." * max(1, pad - len(name) - 1) + value)
+    return "\n".join(out) + "\n"
+
+
+_SYNTHETIC = {
+    "runs": _dump(),
+    "snapshots_repeat": _dump(20) + _dump(20, seed=2),
+    "date_every_port": _dump(date_every=1),
+    "date_every_5": _dump(date_every=5),
+    "G_right_after_perfquery": _dump(cmd="$ perfquery -G {guid} {port}"),
+    "guid_upper_and_short": _dump(cmd="$ perfquery -x --Guid=0X{port}ABC {port}"),
+    "no_guid": _dump(cmd="$ perfquery -x 11 {port}"),
+    "no_trailing_port": _dump(cmd="$ perfquery -x -G {guid}"),
+    "basic_no_tail": _dump(extended=False, tail=""),
+    "tail_spaces": _dump(tail="   "),
+    "tail_for_the_state_machine": _dump(tail="  (CapMask: 0x5300)"),
+    "unpadded": _dump(400, pad=0),  # more distinct windows than _MAX_WINDOWS
+    "crlf": _dump().replace("\n", "\r\n"),
+    "no_final_newline": _dump().rstrip("\n"),
+    "starts_with_counter": "SymbolErrorCounter:..............7\n" + _dump(),
+    "short_first_line": "A:.1\n" + _dump(),
+    "tiny": "X:.5",
+}
+
+
+def _variants() -> dict[str, str]:
+    v = dict(_SYNTHETIC)
+    base = _dump()
+    v["name_31"] = base.replace("VL15Dropped:", "V" * 31 + ":", 3)
+    v["name_32"] = base.replace("VL15Dropped:", "V" * 32 + ":", 3)
+    for name, digits in (("digits_19", "1234567890123456789"), ("digits_19_big", "9999999999999999999"),
+                         ("digits_20_zeros", "00000000000000000042"), ("digits_21", "123456789012345678901"),
+                         ("digits_30", "1" * 30)):
+        v[name] = re.sub(r"PortXmitWait:\.+\d+", "PortXmitWait:." + digits, base, count=1)
+    v["lid_long"] = base.replace("Lid 3 port", "Lid 123456789 port", 1)
+    v["hdr_other_port"] = base.replace("port 2 (", "port 255 (", 2)
+    v["non_ascii"] = base.replace("Fri Jun", "Fr\u00e9 Jun", 1).replace("-G 0xfc6a1c0300fa0002", "-G 0xfc6a1c0300fa0002\u00e9")
+    return v
+
+
+@pytest.mark.parametrize("name", sorted(_variants()))
+def test_synthetic_bulk_equals_line_parser(name: str) -> None:
+    text = _variants()[name]
+    bulk = _bulk(text)
+    if bulk is None:
+        assert name in {"digits_19_big", "digits_21", "digits_30", "tiny"}, "bulk path refused"
+        return
+    rows, problems, batch = bulk
+    slow_rows, slow_problems, slow_text = _slow(text)
+    assert rows == slow_rows
+    assert problems == slow_problems
+    for line in list(slow_text)[::7]:
+        assert batch.lines is not None and batch.lines.text(line) == slow_text[line]
+
+
+def test_long_runs_take_the_vectorised_path() -> None:
+    """Dumps with a header per port give long runs of header/command lines: the bulk path must take them."""
+    for name in ("runs", "snapshots_repeat", "G_right_after_perfquery", "unpadded", "crlf"):
+        assert _bulk(_SYNTHETIC[name]) is not None, name
