@@ -23,9 +23,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding, hosts_label, primary, sval, val
+from diagnose.evidence.context import Context, finding, hosts_label, primary, sval
 from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.links import _strs, _vals
+from diagnose.gcpause import gc_paused
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 # --------------------------------------------------------------------------------------------- shared helpers
@@ -68,36 +70,58 @@ def _counter_series(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return agg.reset_index()
 
 
+def _unique_refs(rows: list[tuple[str, int, str]], kind: str, limit: int = 8) -> list[EvidenceRef]:
+    """Refs to the first ``limit`` of ``(file, line, text)`` rows in file/line order, each line once."""
+    out: list[EvidenceRef] = []
+    seen: set[tuple[str, int]] = set()
+    for f, ln, t in sorted(rows, key=lambda r: (r[0], r[1])):  # stable: of two rows of one line the first is kept
+        if (f, ln) not in seen:
+            seen.add((f, ln))
+            out.append(EvidenceRef(file=f, line=ln, text=t, finding=kind))
+            if len(out) == limit:
+                break
+    return out
+
+
 def _rows_refs(df: pd.DataFrame, kind: str, limit: int = 8) -> list[EvidenceRef]:
     if df.empty:
         return []
-    rows = df.sort_values(["source", "line"], kind="stable").drop_duplicates(["source", "line"]).head(limit)
-    return [EvidenceRef(file=str(s), line=int(ln), text=str(t), finding=kind)
-            for s, ln, t in zip(rows["source"], rows["line"], rows["text"], strict=True)]
+    return _unique_refs([(str(s), int(ln), str(t)) for s, ln, t in zip(df["source"].tolist(), df["line"].tolist(),
+                                                                        df["text"].tolist(), strict=True)], kind, limit)
 
 
 def _host_link_layers(ctx: Context) -> dict[str, str]:
-    """host -> 'RoCE' / 'IB' from NCCL's device list or the HCA ports; '*' when every host agrees."""
+    """host -> 'RoCE' / 'IB' from NCCL's device list or the HCA ports; '*' when every host agrees (once per run:
+    traffic_class and roce_lossless both ask; callers must not change it)."""
+    cached = ctx.cache.get("host_link_layers")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
     res: dict[str, str] = {}
     init = ctx.frame("NcclNetInit")
     if not init.empty:
-        for host, net, lls in zip(init["host"].fillna("").tolist(), init["net"].tolist(), init["link_layers"].tolist(), strict=True):
+        for host, net, lls in zip(init["host"].fillna("").tolist(), init["net"].tolist(), init["link_layers"].tolist(),
+                                  strict=True):
             vals = [x for x in lls if x]
             if net == "IB" and vals:
                 res[host] = "RoCE" if "RoCE" in vals else "IB"
     ports = ctx.frame("IbPort")
     if not ports.empty and "link_layer" in ports:
         act = ports[ports["state"] == "Active"] if (ports["state"] == "Active").any() else ports
-        for host, grp in act.groupby(act["host"].fillna("")):
+        seen: dict[str, set[str]] = {}  # host -> its ports' link layers
+        for host, ll in zip(act["host"].fillna("").tolist(), _vals(act["link_layer"]), strict=True):
+            lls = seen.setdefault(host, set())
+            if ll is not None:
+                lls.add(ll)  # type: ignore[arg-type]
+        for host in sorted(seen):
             if host not in res:
-                lls = set(grp["link_layer"].dropna())
-                if lls == {"Ethernet"}:
+                if seen[host] == {"Ethernet"}:
                     res[host] = "RoCE"
-                elif lls == {"InfiniBand"}:
+                elif seen[host] == {"InfiniBand"}:
                     res[host] = "IB"
     kinds = set(res.values())
     if len(kinds) == 1:
         res["*"] = kinds.pop()
+    ctx.cache["host_link_layers"] = res
     return res
 
 
@@ -131,26 +155,38 @@ MAX_SKEW_FINDINGS = 32
 
 
 def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFrame]:
-    """(guid -> 'SW'/'CA', lid -> switch guid, links frame with peer_type)."""
+    """(guid -> 'SW'/'CA', lid -> switch guid, links frame with peer_type).
+
+    A 4,096-host fabric has 35k nodes and 200k cable ends: the GUID columns are factorized once and the type
+    questions asked once per GUID; the cable ends' text is read only where an end is still untyped."""
     types: dict[str, str] = {}
     lid_guid: dict[int, str] = {}
     nodes = ctx.frame("FabricNode")
     if not nodes.empty:
-        for g, t, lid in zip(nodes["guid"], nodes["node_type"], nodes["lid"], strict=True):
-            if sval(t):
-                types[str(g)] = str(t)
-            if val(lid) is not None and t == "SW":
-                lid_guid[int(lid)] = str(g)
+        for g, t, lid in zip(nodes["guid"].tolist(), _strs(nodes["node_type"]), _vals(nodes["lid"]), strict=True):
+            if t:
+                types[str(g)] = t
+            if lid is not None and t == "SW":
+                lid_guid[int(lid)] = str(g)  # type: ignore[call-overload]
     links = ctx.frame("FabricLink")
     if links.empty:
         return types, lid_guid, links
     links = links.copy()
-    text = links["text"].astype(str)
+    g_code, g_uniq = pd.factorize(links["guid"].astype(str))  # NaN -> -1, which counts as untyped below
+    p_code, p_uniq = pd.factorize(links["peer_guid"].astype(str))
+    g_uniq, p_uniq = g_uniq.tolist(), p_uniq.tolist()
+
+    def untyped(code: np.ndarray, uniq: list[str]) -> np.ndarray:
+        return np.append(np.array([u not in types for u in uniq], dtype=bool), True)[code]
+
     # ibnetdiscover -p prints both ends' types (``SW 1719 1 0x.. 4x EDR - SW 1516 1 0x..``); only those lines
-    # (they start with the node type) are searched, not the topology file's port lines
-    ports_report = text.str.lstrip().str.slice(0, 3).isin(["SW ", "CA ", "RT "])
-    if ports_report.any():
-        pr, prl = text[ports_report], links[ports_report]
+    # (they start with the node type) are searched, not the topology file's port lines, and only where they
+    # can still add a type
+    maybe = np.flatnonzero(untyped(g_code, g_uniq) | untyped(p_code, p_uniq))
+    if len(maybe):
+        cand = links.iloc[maybe]
+        prl = cand[[type(x) is str and x.lstrip()[:3] in ("SW ", "CA ", "RT ") for x in cand["text"].tolist()]]
+        pr = prl["text"].astype(str)
         for g in prl.loc[pr.str.match(_SW_TEXT), "guid"]:
             types.setdefault(str(g), "SW")
         for g in prl.loc[pr.str.contains(_PEER_SW_TEXT), "peer_guid"]:
@@ -158,12 +194,15 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
         for g in prl.loc[pr.str.contains(_PEER_CA_TEXT), "peer_guid"]:
             types.setdefault(str(g), "CA")
     # a node seen with links on two or more ports is a switch (HCAs here have one port per GUID)
-    nports = links.groupby("guid")["port"].nunique()
-    for g in nports.index[nports >= 3]:
-        types.setdefault(str(g), "SW")
+    left = links[untyped(g_code, g_uniq)]
+    if not left.empty:
+        nports = left.groupby("guid")["port"].nunique()
+        for g in nports.index[nports >= 3]:
+            types.setdefault(str(g), "SW")
     # still untyped nodes: guess from their descriptions (only the nodes left, each once)
-    ends = pd.DataFrame({"g": pd.concat([links["guid"], links["peer_guid"]], ignore_index=True).astype(str),
-                         "d": pd.concat([links["description"], links["peer_description"]], ignore_index=True)})
+    gl, pl = untyped(g_code, g_uniq), untyped(p_code, p_uniq)
+    ends = pd.DataFrame({"g": pd.concat([links["guid"][gl], links["peer_guid"][pl]], ignore_index=True).astype(str),
+                         "d": pd.concat([links["description"][gl], links["peer_description"][pl]], ignore_index=True)})
     ends = ends[~ends["g"].isin(types.keys()) & ends["d"].notna()].drop_duplicates("g")
     for g, d in zip(ends["g"], ends["d"].astype(str), strict=True):
         if d and g not in types:
@@ -171,16 +210,22 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
                 types[g] = "CA"
             elif _SW_DESC.search(d):
                 types[g] = "SW"
-    sw_rows = links[links["guid"].astype(str).map(types).eq("SW") & links["lid"].notna()]
-    for g, lid in zip(sw_rows["guid"].astype(str), sw_rows["lid"], strict=True):
+    # the first switch row of each LID names it (a switch's rows repeat its LID once per port)
+    g_type = np.append(np.array([types.get(u) for u in g_uniq], dtype=object), None)[g_code]
+    sw_rows = links[(g_type == "SW") & links["lid"].notna().to_numpy()].drop_duplicates("lid")
+    for g, lid in zip(sw_rows["guid"].astype(str).tolist(), sw_rows["lid"].tolist(), strict=True):
         lid_guid.setdefault(int(lid), g)
-    links["peer_type"] = links["peer_guid"].astype(str).map(types)
+    p_type = np.append(np.array([types.get(u) for u in p_uniq], dtype=object), None)[p_code]
+    links["peer_type"] = pd.Series(p_type, index=links.index, dtype=object)
     return types, lid_guid, links
 
 
 @extractor
 def uplink_balance(ctx: Context) -> list[Finding]:
-    """Per switch: how evenly its uplinks (ports whose peer is a switch) carry the traffic, and where XmitWait is."""
+    """Per switch: how evenly its uplinks (ports whose peer is a switch) carry the traffic, and where XmitWait is.
+
+    The series of a 4,096-host fabric (600k) are joined to the uplinks on integer codes: switches ranked by
+    GUID, keys switch x port; only the reported switches go back to the frames."""
     table = ctx.counters
     t = table.series
     if t.empty:
@@ -191,43 +236,63 @@ def uplink_balance(ctx: Context) -> list[Finding]:
     types, lid_guid, links = _topology(ctx)
     if links.empty:
         return []
-    guid = t["guid_k"].where(t["guid_k"] != "")
-    sw = guid.where(guid.notna(), t["lid_k"].map(lid_guid))
-    t = t.assign(sw=sw, port=t["port_k"].astype(int))
-    t = t[t["sw"].map(types) == "SW"]
-    if t.empty:
+    # the switch of each series: its GUID, else the switch that owns its LID
+    sw = t["guid_k"].to_numpy(object).copy()
+    no_guid = np.flatnonzero(sw == "")
+    sw[no_guid] = [lid_guid.get(lid) for lid in t["lid_k"].to_numpy()[no_guid].tolist()]
+    code, uniq = pd.factorize(sw)  # None -> -1
+    if not len(uniq):
         return []
-    t = t.assign(amount=np.where(t["snaps"] > 1, t["inc"], t["last"]).astype(float))
-    wide = t.pivot_table(index=["sw", "port"], columns="counter", values="amount", aggfunc="last")
-    snaps = t.groupby(["sw", "port"])["snaps"].max().to_dict()
+    names = np.asarray(uniq, dtype=object)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.argsort(names, kind="stable")] = np.arange(len(names))  # codes in GUID order
+    is_sw = np.array([types.get(u) == "SW" for u in names], dtype=bool)
+    # switch-to-switch cables that are up: only their ports are uplinks (a leaf's many HCA ports are not looked at)
     ports = links.drop_duplicates(["guid", "port"]).rename(columns={"guid": "sw"})
     ports = ports.assign(port=ports["port"].astype(int))
-    j = wide.reset_index().merge(ports, on=["sw", "port"], how="inner")
-    state = j["state"].map(sval) if "state" in j else pd.Series([None] * len(j), index=j.index)
-    j = j[(j["peer_type"] == "SW") & (state.isna() | (state == "Active"))]
-    if j.empty:
+    up = ports["peer_type"] == "SW"
+    if "state" in ports:
+        up &= ports["state"].isna() | (ports["state"].astype(object) == "Active")
+    ports = ports[up & (ports["port"] >= 0)]
+    port = t["port_k"].to_numpy()
+    radix = int(max(port.max(), ports["port"].max() if len(ports) else 0)) + 1
+    u_code = pd.Index(names).get_indexer(ports["sw"].astype(object))
+    u_key = rank[u_code[u_code >= 0]] * radix + ports["port"].to_numpy()[u_code >= 0]
+    key = np.where(code >= 0, rank[code], -1) * radix + port
+    idx = np.flatnonzero((code >= 0) & is_sw[code] & np.isin(key, u_key))
+    if not len(idx):
         return []
-    fab = ctx.fabric
-    names: dict[str, str | None] = {}
-    if fab is not None:  # operator-facing names: 'spine-03', not the raw NodeDesc
-        for g in set(j["peer_guid"].map(sval).dropna()) | set(j["sw"].astype(str)):
-            if g in fab.graph:
-                names[g] = fab.name(g)
-    for c in UPLINK_COUNTERS:
-        if c not in j:
-            j[c] = np.nan
-    j = j.sort_values(["sw", "port"], kind="stable").reset_index(drop=True)
-    j["snaps_k"] = [int(snaps.get((sw, int(p)), 1)) for sw, p in zip(j["sw"], j["port"], strict=True)]
+    # per (switch, port): the last value of each counter that has one (amount: the increment between snapshots,
+    # else the value), and the most snapshots any of them has
+    counter = t["counter"].to_numpy(object)[idx]
+    c_code = np.select([counter == c for c in UPLINK_COUNTERS], range(len(UPLINK_COUNTERS)))
+    snaps = t["snaps"].to_numpy()[idx]
+    amount = np.where(snaps > 1, t["inc"].to_numpy()[idx], t["last"].to_numpy()[idx]).astype(float)
+    key_u, grp = np.unique(key[idx], return_inverse=True)
+    val = np.full((len(key_u), len(UPLINK_COUNTERS)), np.nan)
+    cell = (grp * len(UPLINK_COUNTERS) + c_code)[~np.isnan(amount)]
+    cell_u, first_rev = np.unique(cell[::-1], return_index=True)
+    val.flat[cell_u] = amount[~np.isnan(amount)][len(cell) - 1 - first_rev]
+    snaps_k = np.zeros(len(key_u), dtype=np.int64)
+    np.maximum.at(snaps_k, grp, snaps)
+    has = ~np.isnan(val).all(axis=1)  # a port with no value at all is not an uplink row
+    key_u, val, snaps_k = key_u[has], val[has], snaps_k[has]
+    by_rank = names[np.argsort(rank)]
+    j = pd.DataFrame({"sw": by_rank[key_u // radix], "port": key_u % radix,
+                      "port_xmit_data": val[:, 0], "port_rcv_data": val[:, 1], "port_xmit_wait": val[:, 2],
+                      "snaps_k": snaps_k})
     j["xm"] = j["port_xmit_data"].fillna(0.0).astype(float)
     j["wt"] = j["port_xmit_wait"].fillna(0.0).astype(float)
     j["rv"] = j["port_rcv_data"].fillna(0.0).astype(float)
     # per switch, vectorised: every leaf of a 4,096-host fabric in one pass
-    g = j.groupby("sw", sort=True)
+    g = j.groupby(key_u // radix, sort=True)
     per = pd.DataFrame({
         "n": g.size(), "measured": g["port_xmit_data"].count(), "xsum": g["xm"].sum(), "xmax": g["xm"].max(),
         "hot": g["xm"].idxmax(), "wsum": g["wt"].sum(), "rsum": g["rv"].sum(), "rmax": g["rv"].max(),
         "delta": g["snaps_k"].min() > 1,
     })
+    rows_of = {by_rank[r]: pos for r, pos in g.indices.items()}  # switch -> positions of its uplinks in j
+    per.index = pd.Index(by_rank[per.index.to_numpy()], dtype=object)
     per = per[(per["n"] >= 2) & (per["measured"] > 0) & (per["xsum"] > 0)]
     if per.empty:
         return []
@@ -246,40 +311,62 @@ def uplink_balance(ctx: Context) -> list[Finding]:
     report = report.head(MAX_SKEW_FINDINGS)
     if report.empty:
         report = per.sort_values("imbalance", ascending=False, kind="stable").head(1)
+    # evidence candidates: the XmitData/XmitWait series of the reported switches, in table order
+    ev = np.flatnonzero((c_code != UPLINK_COUNTERS.index("port_rcv_data")) & is_sw[code[idx]]
+                        & pd.Index(names[code[idx]]).isin(report.index))
+    ev_series = pd.DataFrame({"sw": names[code[idx[ev]]], "port": port[idx[ev]],
+                              "start": t["start"].to_numpy()[idx[ev]], "end": t["end"].to_numpy()[idx[ev]]})
+    return _skew_findings(ctx, report.sort_index(), j, rows_of, ports, ev_series, round(fabric_max, 2), len(per))
+
+
+def _skew_findings(ctx: Context, report: pd.DataFrame, j: pd.DataFrame, rows_of: dict[str, np.ndarray],
+                   ports: pd.DataFrame, ev: pd.DataFrame, fabric_max: float, switches: int) -> list[Finding]:
+    """One uplink_load_skew finding per reported switch, named from the fabric model or the topology text."""
+    table = ctx.counters
+    fab = ctx.fabric
+
+    def name_of(g: str | None) -> str | None:  # operator-facing names: 'spine-03', not the raw NodeDesc
+        return fab.name(g) if fab is not None and g is not None and g in fab.graph else None
+
+    mine = ports[ports["sw"].isin(report.index)]
+    cable = {k: i for i, k in enumerate(zip(mine["sw"].tolist(), mine["port"].tolist(), strict=True))}
+    xm, port_no = j["xm"].to_numpy(), j["port"].to_numpy()
+    ev_sw, ev_port, ev_start, ev_end = (ev[c].to_numpy() for c in ("sw", "port", "start", "end"))
+    line_no = table.samples["line"].to_numpy()
     out: list[Finding] = []
-    ev_pool = t[t["counter"].isin(["port_xmit_data", "port_xmit_wait"])]
-    by_sw = {str(k): grp for k, grp in ev_pool.groupby("sw", sort=False)}
-    for sw, s in report.sort_index().iterrows():
+    for sw, s in report.iterrows():
         sw = str(sw)
-        up = j[j["sw"] == sw]
-        hot_row = j.loc[int(s["hot"])]
-        others = up.drop(index=int(s["hot"]))
-        peer_guid = sval(hot_row["peer_guid"])
-        if peer_guid in names:
-            peer, name = names[peer_guid], names.get(sw) or sval(hot_row["description"]) or sw
+        pos, hot = rows_of[sw], int(s["hot"])
+        others = pos[pos != hot]
+        hot_port = int(port_no[hot])
+        c = cable[(sw, hot_port)]
+        peer_guid = sval(mine["peer_guid"].iat[c])
+        peer_name = name_of(peer_guid)
+        if peer_name is not None:
+            peer, name = peer_name, name_of(sw) or sval(mine["description"].iat[c]) or sw
         else:
-            peer, name = sval(hot_row["peer_description"]) or peer_guid, sval(hot_row["description"]) or sw
-        gb = float(hot_row["xm"]) * 4 / 1e9
-        other_gb = float(others["xm"].mean()) * 4 / 1e9
+            peer, name = sval(mine["peer_description"].iat[c]) or peer_guid, sval(mine["description"].iat[c]) or sw
+        gb = float(xm[hot]) * 4 / 1e9
+        other_gb = float(pd.Series(xm[others]).mean()) * 4 / 1e9
         what = "between snapshots" if s["delta"] else "since the counters were last cleared (one snapshot)"
         wait_share = None if pd.isna(s["wait_share"]) else float(s["wait_share"])
         rcv_imb = None if pd.isna(s["rcv_imbalance"]) else float(s["rcv_imbalance"])
         wait_txt = f", {wait_share * 100:.0f}% of the uplinks' PortXmitWait" if wait_share is not None else ""
-        mine = by_sw.get(sw, ev_pool.iloc[0:0])
-        ev_series = mine[mine["port"].isin([int(hot_row["port"]), *others["port"].head(2)])]
-        ev_rows = table.frame([r for a, b in zip(ev_series["start"], ev_series["end"], strict=True)
-                               for r in range(int(a), int(b))])
+        # evidence: the XmitData/XmitWait samples of the hot uplink and of two siblings
+        sel = np.flatnonzero((ev_sw == sw) & np.isin(ev_port, [hot_port, *port_no[others[:2]].tolist()]))
+        ev_rows = [r for i in sel.tolist() for r in range(int(ev_start[i]), int(ev_end[i]))]
         out.append(finding(
             "uplink_load_skew",
-            f"{name} uplink port {int(hot_row['port'])} (to {peer}) sent {gb:.1f} GB {what}, "
+            f"{name} uplink port {hot_port} (to {peer}) sent {gb:.1f} GB {what}, "
             f"{float(s['imbalance']):g}x the mean of its {len(others)} sibling uplink(s) ({other_gb:.1f} GB){wait_txt}.",
             None,
-            Location(device=name, port=int(hot_row["port"]), peer=str(peer) if peer else None),
-            {"switch_guid": sw, "uplinks": int(s["n"]), "hot_port": int(hot_row["port"]),
+            Location(device=name, port=hot_port, peer=str(peer) if peer else None),
+            {"switch_guid": sw, "uplinks": int(s["n"]), "hot_port": hot_port,
              "imbalance": float(s["imbalance"]), "top_share": float(s["top_share"]), "wait_share": wait_share,
-             "rcv_imbalance": rcv_imb, "delta": bool(s["delta"]), "fabric_max_imbalance": round(fabric_max, 2),
-             "switches": len(per)},
-            evidence=_rows_refs(ev_rows, "uplink_load_skew"),
+             "rcv_imbalance": rcv_imb, "delta": bool(s["delta"]), "fabric_max_imbalance": fabric_max,
+             "switches": switches},
+            evidence=_unique_refs([(table.source(r), int(line_no[r]), table.text(r)) for r in ev_rows],
+                                  "uplink_load_skew"),
         ))
     return out
 
@@ -571,6 +658,8 @@ def rail_reachability(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     msgs = ctx.messages
     if not msgs.empty:
+        # the regex only on the lines that carry its fixed part (a 4,096-host job log has ~1M messages)
+        msgs = msgs[msgs["message"].str.contains("ibv_modify_qp failed with ", regex=False, na=False)]
         ext = msgs["message"].str.extract(_QP_TIMEOUT)
         hit = primary(msgs[ext["m"].notna()]).copy()
         if not hit.empty:
@@ -645,51 +734,80 @@ def rail_reachability(ctx: Context) -> list[Finding]:
 
 _NET_CH = re.compile(r"Channel (?P<ch>\d+)/(?P<ci>\d+) : (?P<src>\d+)\[(?P<sd>\d+)\] -> (?P<dst>\d+)\[(?P<dd>\d+)\]"
                      r" \[(?P<dir>send|receive)\] via NET/\w+/(?P<nic>\d+)")
+# _NET_CH once per line of a newline-joined block, as (connection, dir, nic), all '' on a line without it; the
+# connection's text stands for its six numbers (the separators between them are fixed)
+_NET_CH_LINES = re.compile(r"(?m)^(?:[^\n]*?Channel (\d+/\d+ : \d+\[\d+\] -> \d+\[\d+\])"
+                           r" \[(send|receive)\] via NET/\w+/(\d+))?[^\n]*$")
 
 
 def _net_pairs(ctx: Context) -> list[Finding]:
     """Both ends of NCCL's inter-node connections: a [send] line on one host and the matching [receive] line on
-    another; the NIC index each side uses tells whether the connection joins two rails."""
+    another; the NIC index each side uses tells whether the connection joins two rails.
+
+    One regex pass over the lines joined into one block and a dict join (a 4,096-host job logs ~130k NET channel
+    lines): the [send] lines, each (channel, ranks, host) once, in log order, each joined to the matching
+    [receive] lines (also each once per host) in log order, which is the inner merge of the two."""
     ch = ctx.frame("NcclChannel")
     if ch.empty or "transport" not in ch:
         return []
     net = ch[ch["transport"] == "NET"]
     if net.empty:
         return []
-    ext = net["text"].astype(str).str.extract(_NET_CH)
-    net = net.assign(**{c: ext[c] for c in ext.columns}).dropna(subset=["nic"])
-    if net.empty:
+    texts, hosts = net["text"].tolist(), _vals(net["host"])
+    nics: dict[int, str] = {}
+    sends: dict[tuple[str, object], int] = {}  # (key, host) -> row of its first [send] line
+    recvs: dict[str, list[int]] = {}  # key -> rows of the first [receive] line of each host
+    seen_recv: set[tuple[str, object]] = set()
+    with gc_paused():  # ~100k small tuples: no cycles, and a collection pass would walk the whole bundle
+        found = _NET_CH_LINES.findall("\n".join(t.replace("\n", "\0") if type(t) is str else "" for t in texts))
+        for i, ((key, direction, nic), host) in enumerate(zip(found, hosts, strict=True)):
+            if direction == "send":
+                if (key, host) not in sends:
+                    sends[(key, host)] = i
+                    nics[i] = nic
+            elif direction and (key, host) not in seen_recv:
+                seen_recv.add((key, host))
+                recvs.setdefault(key, []).append(i)
+                nics[i] = nic
+    n_pairs = n_crossed = 0
+    same: list[int] = []  # the first pairs' [send] rows and the first crossed pairs, for evidence
+    crossed: list[tuple[int, int]] = []
+    for (key, host), si in sends.items():
+        for ri in recvs.get(key, ()):
+            if (host or "") == (hosts[ri] or ""):
+                continue
+            n_pairs += 1
+            if len(same) < 2:
+                same.append(si)
+            if nics[si] != nics[ri]:
+                n_crossed += 1
+                if len(crossed) < 3:
+                    crossed.append((si, ri))
+    if not n_pairs:
         return []
-    key = ["ch", "ci", "src", "sd", "dst", "dd"]
-    snd = net[net["dir"] == "send"].drop_duplicates(key + ["host"])
-    rcv = net[net["dir"] == "receive"].drop_duplicates(key + ["host"])
-    pairs = snd.merge(rcv, on=key, suffixes=("_s", "_r"))
-    pairs = pairs[pairs["host_s"].fillna("") != pairs["host_r"].fillna("")]
-    if pairs.empty:
-        return []
-    crossed = pairs[pairs["nic_s"] != pairs["nic_r"]]
-    attrs: dict[str, str | int | float | bool | None] = {"pairs": len(pairs), "cross_pairs": len(crossed),
-                                                          "same_pairs": len(pairs) - len(crossed)}
-    if crossed.empty:
-        rows = pairs.head(2)
-        ev = [EvidenceRef(file=str(s), line=int(ln), text=str(t), finding="nccl_net_pairs_same_nic")
-              for s, ln, t in zip(rows["source_s"], rows["line_s"], rows["text_s"], strict=True)]
+    attrs: dict[str, str | int | float | bool | None] = {"pairs": n_pairs, "cross_pairs": n_crossed,
+                                                          "same_pairs": n_pairs - n_crossed}
+    src, line = net["source"].to_numpy(object), net["line"].to_numpy()
+
+    def ref(i: int, kind: str) -> EvidenceRef:
+        return EvidenceRef(file=str(src[i]), line=int(line[i]), text=str(texts[i]), finding=kind)
+
+    if not crossed:
         return [finding("nccl_net_pairs_same_nic",
-                        f"All {len(pairs)} inter-node NCCL connection(s) seen from both ends use the same NIC index on"
-                        " both hosts (rail-aligned).", None, attrs=attrs, evidence=ev)]
-    c0 = crossed.iloc[0]
-    ev = []
-    for _, r in crossed.head(3).iterrows():
-        ev.append(EvidenceRef(file=str(r["source_s"]), line=int(r["line_s"]), text=str(r["text_s"]),
-                              finding="nccl_net_pairs_cross_nic"))
-        ev.append(EvidenceRef(file=str(r["source_r"]), line=int(r["line_r"]), text=str(r["text_r"]),
-                              finding="nccl_net_pairs_cross_nic"))
+                        f"All {n_pairs} inter-node NCCL connection(s) seen from both ends use the same NIC index on"
+                        " both hosts (rail-aligned).", None, attrs=attrs,
+                        evidence=[ref(si, "nccl_net_pairs_same_nic") for si in same])]
+    s0, r0 = crossed[0]
+    c0 = _NET_CH.search(texts[s0])
+    assert c0 is not None  # the line matched in the block
+    host_raw = net["host"].to_numpy(object)  # the summary prints the column's value ('nan' when missing)
+    ev = [ref(i, "nccl_net_pairs_cross_nic") for si, ri in crossed for i in (si, ri)]
     return [finding(
         "nccl_net_pairs_cross_nic",
-        f"{len(crossed)} of {len(pairs)} inter-node NCCL connection(s) leave one host on one NIC index and arrive on"
+        f"{n_crossed} of {n_pairs} inter-node NCCL connection(s) leave one host on one NIC index and arrive on"
         f" another (e.g. channel {c0['ch']}/{c0['ci']} {c0['src']}[{c0['sd']}] -> {c0['dst']}[{c0['dd']}]: NET/"
-        f"{c0['nic_s']} on {c0['host_s']}, NET/{c0['nic_r']} on {c0['host_r']}): cross-rail on a rail-optimized fabric.",
-        None, Location(host=sval(c0["host_s"]), peer=sval(c0["host_r"])), attrs, evidence=ev[:8],
+        f"{nics[s0]} on {host_raw[s0]}, NET/{nics[r0]} on {host_raw[r0]}): cross-rail on a rail-optimized fabric.",
+        None, Location(host=sval(hosts[s0]), peer=sval(hosts[r0])), attrs, evidence=ev[:8],
     )]
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding, hosts_label, primary, sval
 from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
-from diagnose.evidence.extractors.links import PHY_COUNTERS, _port_index
+from diagnose.evidence.extractors.links import PHY_COUNTERS, _port_index, _vals
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 MAX_PORT_FINDINGS = 8
@@ -232,7 +232,8 @@ def _link_downed(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     if rising.empty:
         nz = ld[ld["last"] > 0]
-        rows = [r for a, b in zip(ld["start"], ld["end"], strict=True) for r in _rows(a, b)][:3] or quiet_rows
+        rows = [r for a, b in zip(ld["start"].tolist()[:3], ld["end"].tolist()[:3], strict=True)
+                for r in _rows(a, b)][:3] or quiet_rows
         out.append(finding(
             "link_downed_stable",
             f"LinkDownedCounter did not move between snapshots on {len(ld) + quiet_ports} port(s)"
@@ -244,30 +245,35 @@ def _link_downed(ctx: Context) -> list[Finding]:
     # both ends of one cable rising: match rising ports against FabricLink ends (by GUID or LID, and port)
     links = ctx.frame("FabricLink")
     ends: set[tuple[str, int]] = set()
-    for guid, lid, port in zip(rising["guid_k"], rising["lid_k"], rising["port_k"], strict=True):
+    for guid, lid, port in zip(rising["guid_k"].tolist(), rising["lid_k"].tolist(), rising["port_k"].tolist(),
+                               strict=True):
         if guid:
             ends.add((f"g{guid}", int(port)))
         if lid >= 0:
             ends.add((f"l{lid}", int(port)))
-    pairs: list[pd.Series] = []
+    hit: list[int] = []  # positions of the FabricLink rows with both ends rising
     if not links.empty:
-        for _, row in links.iterrows():
-            a = {(f"g{str(row['guid']).lower()}", int(row["port"]))}
-            if sval(row.get("lid")):
-                a.add((f"l{int(row['lid'])}", int(row["port"])))
-            b = {(f"g{str(row['peer_guid']).lower()}", int(row["peer_port"]))}
-            if sval(row.get("peer_lid")):
-                b.add((f"l{int(row['peer_lid'])}", int(row["peer_port"])))
+        n = len(links)
+        cols = [links[c].tolist() for c in ("guid", "port", "peer_guid", "peer_port")]
+        lids = [_vals(links[c]) if c in links else [None] * n for c in ("lid", "peer_lid")]
+        for i, (guid, port, peer_guid, peer_port, lid, peer_lid) in enumerate(zip(*cols, *lids, strict=True)):
+            a = {(f"g{str(guid).lower()}", int(port))}
+            if lid is not None and str(lid):
+                a.add((f"l{int(lid)}", int(port)))  # type: ignore[call-overload]
+            b = {(f"g{str(peer_guid).lower()}", int(peer_port))}
+            if peer_lid is not None and str(peer_lid):
+                b.add((f"l{int(peer_lid)}", int(peer_port)))  # type: ignore[call-overload]
             if a & ends and b & ends:
-                pairs.append(row)
-    if pairs:
-        p = pairs[0]
+                hit.append(i)
+    pairs = links.iloc[hit]
+    if len(pairs):
+        p = pairs.iloc[0]
         desc = f"{sval(p['description']) or p['guid']} port {p['port']} <-> {sval(p['peer_description']) or p['peer_guid']}" \
                f" port {p['peer_port']}"
         out.append(finding(
             "link_downed_both_ends",
             f"LinkDownedCounter rose on both ends of one cable: {desc}.",
-            pd.DataFrame(pairs).head(2),
+            pairs.head(2),
             Location(device=sval(p["description"]) or str(p["guid"]), port=int(p["port"]),
                      peer=sval(p["peer_description"]) or str(p["peer_guid"])),
             {"links": len(pairs) // 2 or 1},
@@ -373,30 +379,63 @@ _WORD_BYTES = 4  # PortXmitData counts 4-octet words
 
 def _wait_table(ctx: Context) -> tuple[pd.DataFrame, CounterTable]:
     """Per port with both counters: XmitWait and XmitData (deltas when there are several snapshots,
-    else cumulative) and the share of transmit capacity lost to credit waits."""
-    t, frame = _counter_table(ctx)
-    if t.empty:
-        return t, frame
-    pk = ["host_k", "dev_k", "guid_k", "lid_k", "port_k"]
-    wait = t[t["counter"] == "port_xmit_wait"].set_index(pk)
-    data = t[t["counter"] == "port_xmit_data"].set_index(pk)
-    if wait.empty or data.empty:
-        return pd.DataFrame(), frame
-    j = wait.add_suffix("_w").join(data.add_suffix("_d"), how="inner")
-    if j.empty:
-        return pd.DataFrame(), frame
-    delta_basis = (j["snaps_w"] > 1) & (j["snaps_d"] > 1)
-    w = np.where(delta_basis, j["inc_w"], j["last_w"]).astype(float)
-    d = np.where(delta_basis, j["inc_d"], j["last_d"]).astype(float)
+    else cumulative) and the share of transmit capacity lost to credit waits.
+
+    One row per measured port, in the order of the table's XmitWait series, with the port's key columns
+    (``PORT_KEYS``); built once per run (congestion and adaptive_routing both ask)."""
+    cached = ctx.cache.get("wait_table")
+    if cached is None:
+        t, frame = _counter_table(ctx)
+        cached = (t if t.empty else _measured_waits(t), frame)
+        ctx.cache["wait_table"] = cached
+    return cached  # type: ignore[return-value]
+
+
+PORT_KEYS = ["host_k", "dev_k", "guid_k", "lid_k", "port_k"]
+
+
+def _measured_waits(t: pd.DataFrame) -> pd.DataFrame:
+    counter = t["counter"].to_numpy(object)
+    wi, di = np.flatnonzero(counter == "port_xmit_wait"), np.flatnonzero(counter == "port_xmit_data")
+    if not len(wi) or not len(di):
+        return pd.DataFrame()
+    # each XmitWait series joined to the XmitData series of its port: the key columns folded into one integer
+    # (re-factorized after each column, so it stays below the row count)
+    rows = np.concatenate([wi, di])
+    key = np.zeros(len(rows), dtype=np.int64)
+    for c in PORT_KEYS:
+        codes, uniq = pd.factorize(t[c].to_numpy()[rows])
+        key = pd.factorize(key * len(uniq) + codes)[0]
+    pos = pd.Index(key[len(wi):]).get_indexer(key[: len(wi)])
+    w_rows, d_rows = wi[pos >= 0], di[pos[pos >= 0]]
+    if not len(w_rows):
+        return pd.DataFrame()
+
+    def col(name: str, at: np.ndarray) -> np.ndarray:
+        return t[name].to_numpy()[at]
+
+    delta_basis = (col("snaps", w_rows) > 1) & (col("snaps", d_rows) > 1)
+    w = np.where(delta_basis, col("inc", w_rows), col("last", w_rows)).astype(float)
+    d = np.where(delta_basis, col("inc", d_rows), col("last", d_rows)).astype(float)
     # basic (32-bit) PortXmitWait stops at 2^32-1: the rate is then unknown
-    sat = (~j["extended_w"].astype(bool)) & (j["last_w"] >= (1 << 32) - 1)
+    sat = ~col("extended", w_rows).astype(bool) & (col("last", w_rows) >= (1 << 32) - 1)
     lost = w * _TICK_BYTES
     sent = d * _WORD_BYTES
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(lost + sent > 0, lost / (lost + sent), np.nan)
-    j = j.assign(w=w, d=d, ratio=ratio, basis=np.where(delta_basis, "delta", "cumulative"), sat=sat)
-    measured = j[j["ratio"].notna() & ~j["sat"] & (j["d"] > 0)]
-    return measured, frame
+    ok = ~np.isnan(ratio) & ~sat & (d > 0)
+    w_rows, d_rows = w_rows[ok], d_rows[ok]
+    out = {c: col(c, w_rows) for c in PORT_KEYS}
+    out.update({"start_w": col("start", w_rows), "end_w": col("end", w_rows), "interval_s_w": col("interval_s", w_rows),
+                "start_d": col("start", d_rows), "end_d": col("end", d_rows), "w": w[ok], "d": d[ok],
+                "ratio": ratio[ok], "basis": np.where(delta_basis[ok], "delta", "cumulative")})
+    return pd.DataFrame(out)
+
+
+def _top_rows(measured: pd.DataFrame, n: int) -> list[int]:
+    """The last XmitWait sample of the ``n`` ports with the highest wait share."""
+    top = measured["ratio"].reset_index(drop=True).sort_values(ascending=False).index[:n]
+    return [int(e) - 1 for e in measured["end_w"].to_numpy()[top]]
 
 
 def _hot_ports(measured: pd.DataFrame) -> tuple[float, float, pd.DataFrame]:
@@ -432,7 +471,7 @@ def _phy_errors_near(ctx: Context, waiting: pd.DataFrame) -> int:
     fab = ctx.fabric
     near_nodes: set[str] = set()
     near_ports: set[tuple[str, int]] = set()
-    for host, dev, guid, lid, port in waiting.index:
+    for host, dev, guid, lid, port in zip(*(waiting[c].tolist() for c in PORT_KEYS), strict=True):
         node = _node_of(ctx, str(guid), int(lid), str(host), str(dev))
         if node is None:
             continue
@@ -442,8 +481,7 @@ def _phy_errors_near(ctx: Context, waiting: pd.DataFrame) -> int:
             if far is not None:
                 near_ports.add((str(far[0]), int(far[1])))
     best = 0
-    for host, dev, guid, lid, port, inc in zip(phy["host_k"], phy["dev_k"], phy["guid_k"], phy["lid_k"], phy["port_k"],
-                                              phy["inc"], strict=True):
+    for host, dev, guid, lid, port, inc in zip(*(phy[c].tolist() for c in [*PORT_KEYS, "inc"]), strict=True):
         node = _node_of(ctx, str(guid), int(lid), str(host), str(dev))
         if node is None and fab is not None and host and dev:
             node = fab.hca(str(host), str(dev))
@@ -463,8 +501,8 @@ def congestion(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     # per-port findings only where the wait is measurable (1% of capacity); the profile covers the rest
     waiting = measured[measured["ratio"] >= WAIT_FLOOR].sort_values(["ratio"], ascending=False)
-    for key, row in waiting.head(MAX_PORT_FINDINGS).iterrows():
-        host, dev, guid, lid, port = key
+    for _, row in waiting.head(MAX_PORT_FINDINGS).iterrows():
+        host, dev, guid, lid, port = (row[c] for c in PORT_KEYS)
         loc, switch, label = _port_where(ctx, host, dev, guid, int(lid), int(port))
         rows = sorted(set(_rows(row["start_w"], row["end_w"])) | set(_rows(row["start_d"], row["end_d"])))
         iv = row["interval_s_w"]
@@ -485,7 +523,7 @@ def congestion(ctx: Context) -> list[Finding]:
     hca_guids = set(_port_index(ctx)[1])
     med, top, hot = _hot_ports(measured)
     phy_near = _phy_errors_near(ctx, waiting)
-    rows = [int(e) - 1 for e in measured.sort_values("ratio", ascending=False).head(3)["end_w"]]
+    rows = _top_rows(measured, 3)
     out.append(finding(
         "xmit_wait_profile",
         f"PortXmitWait measured on {len(measured)} port(s) ({int((measured['basis'] == 'delta').sum())} from deltas):"
@@ -495,7 +533,8 @@ def congestion(ctx: Context) -> list[Finding]:
         attrs={"ports": len(measured), "max_ratio": round(top, 4), "median_ratio": round(med, 4),
                "phy_delta_near": phy_near,
                "hot_ports": len(hot), "delta_ports": int((measured["basis"] == "delta").sum()),
-               "switch_ports": int(sum(1 for k in measured.index if k[2] and not k[1] and k[2] not in hca_guids))},
+               "switch_ports": sum(1 for guid, dev in zip(measured["guid_k"].tolist(), measured["dev_k"].tolist(),
+                                                          strict=True) if guid and not dev and guid not in hca_guids)},
     ))
     return out
 
@@ -829,7 +868,7 @@ def adaptive_routing(ctx: Context) -> list[Finding]:
         measured, frame = _wait_table(ctx)
         if not measured.empty:
             _med, top, hot = _hot_ports(measured)
-            rows = [int(e) - 1 for e in measured.sort_values("ratio", ascending=False).head(2)["end_w"]]
+            rows = _top_rows(measured, 2)
             ev = [e for f in off for e in f.evidence[:1]] + _row_refs(frame, rows, "ar_off_with_congestion")
             out.append(finding(
                 "ar_off_with_congestion",

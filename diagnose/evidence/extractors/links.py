@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from diagnose.evidence.context import Context, finding, hosts_label, sval, val
+from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
+from diagnose.gcpause import gc_paused
 from diagnose.models.counters import ERROR_COUNTERS, counter_bits
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 from diagnose.topology.fabric import Fabric, link_gbps
@@ -141,6 +144,22 @@ def port_rates(ctx: Context) -> list[Finding]:
     return out
 
 
+def _vals(col: pd.Series) -> list[object]:
+    """``[val(x) for x in col]`` for a whole column at once (NaN/NA -> None, numpy scalars -> Python): one
+    ``tolist()`` instead of a pandas call per element (a 4,096-host bundle has 32k HCA ports, 200k fabric ports)."""
+    out = col.tolist()
+    for i in np.flatnonzero(col.isna().to_numpy()).tolist():
+        out[i] = None
+    if col.dtype == object and any(isinstance(v, np.generic) for v in out):
+        out = [val(v) for v in out]
+    return out
+
+
+def _strs(col: pd.Series) -> list[str | None]:
+    """``[sval(x) for x in col]`` for a whole column at once."""
+    return [v if v is None or type(v) is str else str(v) for v in _vals(col)]
+
+
 def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], dict[str, object]], dict[str, dict[str, object]]]:
     """HCA ports by (host, LID) (and ('*', LID)) and by port/node GUID: {"host", "device", "port", "lid"}.
 
@@ -153,17 +172,23 @@ def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], dict[str, object]],
     by_lid: dict[tuple[str, int], dict[str, object]] = {}
     by_guid: dict[str, dict[str, object]] = {}
     if not ports.empty:
-        cols = {c: ports[c].to_numpy(object) if c in ports else [None] * len(ports)
-                for c in ("host", "device", "port", "lid", "port_guid", "node_guid")}
-        for host, device, port, lid, pg, ng in zip(*cols.values(), strict=True):
-            info = {"host": host, "device": device, "port": port, "lid": lid}
-            lid_v = val(lid)
-            if lid_v:
-                by_lid[(sval(host) or "", int(lid_v))] = info  # type: ignore[call-overload]
-                by_lid.setdefault(("*", int(lid_v)), info)  # type: ignore[call-overload]
-            for guid in (sval(pg), sval(ng)):
-                if guid and guid.strip("0x"):  # all-zero GUIDs (Down RoCE ports) identify nothing
-                    by_guid.setdefault(guid.lower(), info)
+        n = len(ports)
+        cols = {c: ports[c].to_numpy(object) if c in ports else [None] * n
+                for c in ("host", "device", "port", "lid")}
+        hosts = _strs(ports["host"]) if "host" in ports else [None] * n
+        lids = _vals(ports["lid"]) if "lid" in ports else [None] * n
+        pgs = _strs(ports["port_guid"]) if "port_guid" in ports else [None] * n
+        ngs = _strs(ports["node_guid"]) if "node_guid" in ports else [None] * n
+        with gc_paused():  # 32k small dicts: no cycles
+            for host, device, port, lid, host_s, lid_v, pg, ng in zip(*cols.values(), hosts, lids, pgs, ngs,
+                                                                      strict=True):
+                info = {"host": host, "device": device, "port": port, "lid": lid}
+                if lid_v:
+                    by_lid[(host_s or "", int(lid_v))] = info  # type: ignore[call-overload]
+                    by_lid.setdefault(("*", int(lid_v)), info)  # type: ignore[call-overload]
+                for guid in (pg, ng):
+                    if guid and guid.strip("0x"):  # all-zero GUIDs (Down RoCE ports) identify nothing
+                        by_guid.setdefault(guid.lower(), info)
     ctx.cache["port_index"] = (by_lid, by_guid)
     return by_lid, by_guid
 
@@ -239,6 +264,21 @@ def _port_gbps(ctx: Context, fab: Fabric | None, host: str | None, device: str |
     return None
 
 
+def _series_refs(table: CounterTable, starts: list[int], ends: list[int], kind: str,
+                 limit: int = 4) -> list[list[EvidenceRef]]:
+    """For each series (its samples ``start:end``), the refs of its last ``limit`` samples, oldest first: what
+    ``table.refs(table.rows(start, end), kind, limit)`` gives, in one call for all series, since each call
+    reads the samples' line column again."""
+    rows = [r for a, b in zip(starts, ends, strict=True) for r in range(max(int(a), int(b) - limit), int(b))]
+    flat = table.refs(rows, kind, limit=len(rows)) if rows else []
+    out, i = [], 0
+    for a, b in zip(starts, ends, strict=True):
+        k = int(b) - max(int(a), int(b) - limit)
+        out.append(flat[i:i + k])
+        i += k
+    return out
+
+
 @extractor
 def port_counters(ctx: Context) -> list[Finding]:
     table = ctx.counters
@@ -251,75 +291,83 @@ def port_counters(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     n_err = 0
     rising_phy: dict[tuple[str, int], list[EvidenceRef]] = {}
-    # the series table is already per (port, counter); Python only touches non-zero error counters
-    for host, dev, guid, lid, port, counter, last, snaps, extended, inc, reset, t0, t1, start, end in zip(
-        err["host_k"], err["dev_k"], err["guid_k"], err["lid_k"].to_numpy(), err["port_k"].to_numpy(),
-        err["counter"], err["last"].to_numpy(), err["snaps"].to_numpy(), err["extended"].to_numpy(),
-        err["inc"].to_numpy(), err["reset"].to_numpy(), err["t0"].to_numpy(), err["t1"].to_numpy(),
-        err["start"].to_numpy(), err["end"].to_numpy(), strict=True,
-    ):
-        n_err += 1
-        lid, port = int(lid), int(port)
-        last, snaps, reset = int(last), int(snaps), bool(reset)
-        info = by_guid.get(guid) if guid else None
-        if info is None and lid >= 0:
-            info = by_lid.get((host, lid)) if host else None
-            info = info if info is not None else by_lid.get(("*", lid))
-        dev_host = (sval(info["host"]) if info is not None else None) or (host or None)
-        device = dev or (str(info["device"]) if info is not None else None)
-        hca_port = port if port >= 0 else None
-        is_switch = info is None and guid != "" and not host
-        peer = None
-        node_guid = guid or (fab.by_lid.get(lid) if fab is not None and lid >= 0 else None)
-        if fab is not None and not node_guid and dev_host and device:
-            node_guid = fab.hca(dev_host, device)
-        if fab is not None and node_guid and node_guid in fab.graph:
-            if fab.kind(node_guid) == "SW":
-                is_switch, dev_host, device = True, None, fab.name(node_guid)
-            else:
-                h, d = fab.host_device(node_guid)
-                dev_host, device = dev_host or h, device or d
-            far = fab.peer(node_guid, hca_port) if hca_port is not None else None
-            if far is not None:
-                peer = fab.label(*far)
-        delta = int(inc) if snaps > 1 else None
-        bits = counter_bits(counter)
-        # basic (non -x) PMA counters stop at their maximum instead of wrapping: the rate is then unknown
-        saturated = (not bool(extended)) and bits is not None and last >= (1 << bits) - 1
-        where = " ".join(x for x in [dev_host or (f"guid {guid}" if guid and not device else None), device,
-                                     f"port {hca_port}" if hca_port is not None else None,
-                                     f"(lid {lid})" if lid >= 0 else None] if x)
-        if peer:
-            where += f", cabled to {peer}"
-        trend = (f", +{delta} across {snaps} snapshots" if delta else ", not rising across snapshots") if snaps > 1 else ""
-        if reset:
-            trend += " (the counter was reset between snapshots)"
-        attrs: dict[str, str | int | float | bool | None] = {
-            "counter": counter, "value": last, "snapshots": snaps, "rising": bool(delta and delta > 0),
-            "saturated": saturated, "switch": is_switch, "reset": reset,
-        }
-        if delta is not None:
-            attrs["delta"] = delta
-            window = float(t1 - t0) if t1 == t1 and t0 == t0 else 0.0  # NaN-safe
-            if window > 0:
-                attrs["window_s"] = round(window)
-                attrs["per_hour"] = round(delta * 3600.0 / window, 2)
-                gbps = _port_gbps(ctx, fab, dev_host, device, node_guid, hca_port)
-                if gbps and counter == "symbol_error":
-                    # bit error rate over the window: errors / bits carried at the link's signalling rate
-                    ber = delta / (gbps * 1e9 * window)
-                    attrs["ber"] = float(f"{ber:.3e}")
-                    attrs["ber_log10"] = round(math.log10(ber), 2) if ber > 0 else None
-                    attrs["link_gbps"] = gbps
-        ev = table.refs(table.rows(start, end), "port_counter_errors")  # the last four samples, oldest first
-        out.append(finding(
-            "port_counter_errors",
-            f"{counter} = {last}{' (saturated)' if saturated else ''} on {where}{trend}.",
-            None, Location(host=dev_host, device=device, port=hca_port, peer=peer), attrs, evidence=ev,
-        ))
-        if (fab is not None and node_guid and hca_port is not None and counter in PHY_COUNTERS
-                and delta is not None and delta >= RISING_FLOOR):
-            rising_phy.setdefault((node_guid, hca_port), []).extend(ev)
+    # the series table is already per (port, counter); Python only touches non-zero error counters, column
+    # lists rather than pandas element access (a 4,096-host fabric has thousands of non-zero LinkDowned)
+    cols = [err[c].tolist() for c in ("host_k", "dev_k", "guid_k", "lid_k", "port_k", "counter", "last", "snaps",
+                                      "extended", "inc", "reset", "t0", "t1")]
+    evs = _series_refs(table, err["start"].tolist(), err["end"].tolist(), "port_counter_errors")
+    if fab is not None and len(err) > len(fab.ports) // 256:
+        # the cable of every port is asked for below; the fabric makes a port's record on first read, one lookup
+        # at a time, which for thousands of ports (LinkDowned on every switch port) costs more than making all
+        # of them at once
+        fab.ports.items()
+    with gc_paused():  # thousands of findings: no cycles, and a collection pass walks the whole bundle
+        for host, dev, guid, lid, port, counter, last, snaps, extended, inc, reset, t0, t1, ev in zip(*cols, evs,
+                                                                                                      strict=True):
+            n_err += 1
+            lid, port = int(lid), int(port)
+            last, snaps, reset = int(last), int(snaps), bool(reset)
+            info = by_guid.get(guid) if guid else None
+            if info is None and lid >= 0:
+                info = by_lid.get((host, lid)) if host else None
+                info = info if info is not None else by_lid.get(("*", lid))
+            dev_host = (sval(info["host"]) if info is not None else None) or (host or None)
+            device = dev or (str(info["device"]) if info is not None else None)
+            hca_port = port if port >= 0 else None
+            is_switch = info is None and guid != "" and not host
+            peer = None
+            node_guid = guid or (fab.by_lid.get(lid) if fab is not None and lid >= 0 else None)
+            if fab is not None and not node_guid and dev_host and device:
+                node_guid = fab.hca(dev_host, device)
+            if fab is not None and node_guid and node_guid in fab.graph:
+                if fab.kind(node_guid) == "SW":
+                    is_switch, dev_host, device = True, None, fab.name(node_guid)
+                else:
+                    h, d = fab.host_device(node_guid)
+                    dev_host, device = dev_host or h, device or d
+                far = fab.peer(node_guid, hca_port) if hca_port is not None else None
+                if far is not None:
+                    peer = fab.label(*far)
+            delta = int(inc) if snaps > 1 else None
+            bits = counter_bits(counter)
+            # basic (non -x) PMA counters stop at their maximum instead of wrapping: the rate is then unknown
+            saturated = (not bool(extended)) and bits is not None and last >= (1 << bits) - 1
+            where = " ".join(x for x in [dev_host or (f"guid {guid}" if guid and not device else None), device,
+                                         f"port {hca_port}" if hca_port is not None else None,
+                                         f"(lid {lid})" if lid >= 0 else None] if x)
+            if peer:
+                where += f", cabled to {peer}"
+            trend = ((f", +{delta} across {snaps} snapshots" if delta else ", not rising across snapshots")
+                     if snaps > 1 else "")
+            if reset:
+                trend += " (the counter was reset between snapshots)"
+            attrs: dict[str, str | int | float | bool | None] = {
+                "counter": counter, "value": last, "snapshots": snaps, "rising": bool(delta and delta > 0),
+                "saturated": saturated, "switch": is_switch, "reset": reset,
+            }
+            if delta is not None:
+                attrs["delta"] = delta
+                window = float(t1 - t0) if t1 == t1 and t0 == t0 else 0.0  # NaN-safe
+                if window > 0:
+                    attrs["window_s"] = round(window)
+                    attrs["per_hour"] = round(delta * 3600.0 / window, 2)
+                    gbps = (_port_gbps(ctx, fab, dev_host, device, node_guid, hca_port)
+                            if counter == "symbol_error" else None)
+                    if gbps:
+                        # bit error rate over the window: errors / bits carried at the link's signalling rate
+                        ber = delta / (gbps * 1e9 * window)
+                        attrs["ber"] = float(f"{ber:.3e}")
+                        attrs["ber_log10"] = round(math.log10(ber), 2) if ber > 0 else None
+                        attrs["link_gbps"] = gbps
+            out.append(finding(
+                "port_counter_errors",
+                f"{counter} = {last}{' (saturated)' if saturated else ''} on {where}{trend}.",
+                None, Location(host=dev_host, device=device, port=hca_port, peer=peer), attrs, evidence=ev,
+            ))
+            if (fab is not None and node_guid and hca_port is not None and counter in PHY_COUNTERS
+                    and delta is not None and delta >= RISING_FLOOR):
+                rising_phy.setdefault((node_guid, hca_port), []).extend(ev)
+
     if fab is not None and rising_phy:
         out.extend(_link_level(fab, rising_phy))
     n_ports = table.n_ports

@@ -1,0 +1,94 @@
+"""The fabric extractors' column-wise joins give what the plain pandas joins they replace give.
+
+``_net_pairs`` joins NCCL's [send] and [receive] channel lines in one regex pass and a dict; ``_wait_table``
+joins each port's XmitWait and XmitData series on integer keys. Both are checked against the pandas
+``drop_duplicates``/``merge`` and ``set_index``/``join`` they stand for.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from diagnose import pipeline
+from diagnose.bundle import LoadLimits, load_inputs
+from diagnose.evidence.context import Context
+from diagnose.evidence.extractors.fabric_paths import _NET_CH, _net_pairs
+from diagnose.evidence.extractors.fabric_state import PORT_KEYS, _wait_table
+from diagnose.evidence.frames import build_frames
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _reference_pairs(ch: pd.DataFrame) -> tuple[int, int, list[tuple[int, int]]]:
+    """(pairs, crossed pairs, (send line, receive line) of the first three crossed) the pandas way."""
+    net = ch[ch["transport"] == "NET"]
+    ext = net["text"].astype(str).str.extract(_NET_CH)
+    net = net.assign(**{c: ext[c] for c in ext.columns}).dropna(subset=["nic"])
+    key = ["ch", "ci", "src", "sd", "dst", "dd"]
+    snd = net[net["dir"] == "send"].drop_duplicates(key + ["host"])
+    rcv = net[net["dir"] == "receive"].drop_duplicates(key + ["host"])
+    pairs = snd.merge(rcv, on=key, suffixes=("_s", "_r"))
+    pairs = pairs[pairs["host_s"].fillna("") != pairs["host_r"].fillna("")]
+    crossed = pairs[pairs["nic_s"] != pairs["nic_r"]]
+    return len(pairs), len(crossed), list(zip(crossed["line_s"].head(3), crossed["line_r"].head(3), strict=True))
+
+
+def _channel_line(rng: random.Random) -> str:
+    return (f"Channel {rng.choice(['00', '01', '0'])}/0 : {rng.choice('12')}[0] -> {rng.choice('34')}[1]"
+            f" [{rng.choice(['send', 'receive'])}] via NET/{rng.choice(['IB', 'Socket'])}/{rng.choice(['0', '1', '12'])}")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_net_pairs_match_the_merge(seed: int) -> None:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(rng.randint(1, 40)):
+        text = "h:1:1 [0] NCCL INFO " + _channel_line(rng) + rng.choice(["/GDRDMA", "", " " + _channel_line(rng)])
+        text = rng.choice([text] * 8 + ["garbage", None, "Channel\n" + _channel_line(rng)])
+        rows.append({"source": "job.log", "line": i + 1, "text": text, "host": rng.choice(["h1", "h2", "", None]),
+                     "transport": rng.choice(["NET"] * 9 + ["P2P"])})
+    ch = pd.DataFrame(rows).astype({"source": "str", "text": "str", "host": "str"})
+    n_pairs, n_crossed, first = _reference_pairs(ch)
+    got = _net_pairs(Context(frames={"NcclChannel": ch}, formats=set()))
+    if not n_pairs:
+        assert got == []
+        return
+    (f,) = got
+    assert (f.attrs["pairs"], f.attrs["cross_pairs"]) == (n_pairs, n_crossed)
+    if n_crossed:
+        assert f.kind == "nccl_net_pairs_cross_nic"
+        assert [e.line for e in f.evidence] == [ln for pair in first for ln in pair]
+    else:
+        assert f.kind == "nccl_net_pairs_same_nic"
+
+
+def _context(bundle: Path) -> Context:
+    limits, ev = LoadLimits(), pipeline.Evidence()
+    for bf in load_inputs([bundle], limits):
+        pipeline._parse_file(bf, ev, limits)
+    return Context(frames=build_frames(ev.records), formats=ev.formats)
+
+
+@pytest.mark.parametrize("bundle", ["fabric/congestion", "fabric/adaptive_routing_off", "fabric/route_imbalance",
+                                    "healthy/fattree64-clean"])
+def test_wait_table_is_the_join_of_the_two_counters(bundle: str) -> None:
+    ctx = _context(FIXTURES / bundle)
+    t = ctx.counters.series
+    measured, _ = _wait_table(ctx)
+    assert not measured.empty
+    wait = t[t["counter"] == "port_xmit_wait"].set_index(PORT_KEYS)
+    data = t[t["counter"] == "port_xmit_data"].set_index(PORT_KEYS)
+    j = wait.add_suffix("_w").join(data.add_suffix("_d"), how="inner")
+    delta = (j["snaps_w"] > 1) & (j["snaps_d"] > 1)
+    lost = j["inc_w"].where(delta, j["last_w"]).astype(float) * 8
+    sent = j["inc_d"].where(delta, j["last_d"]).astype(float) * 4
+    sat = ~j["extended_w"].astype(bool) & (j["last_w"] >= (1 << 32) - 1)
+    ref = j[(lost + sent > 0) & ~sat & (sent > 0)]
+    assert list(zip(*(measured[c].tolist() for c in PORT_KEYS), strict=True)) == list(ref.index)
+    assert measured["ratio"].tolist() == (lost / (lost + sent))[ref.index].tolist()
+    for c in ("start_w", "end_w", "start_d", "end_d"):
+        assert measured[c].tolist() == ref[c].tolist()
