@@ -54,11 +54,12 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import fields
 from functools import cache, lru_cache
-from itertools import accumulate, chain, compress, islice, repeat
-from operator import add, attrgetter, eq, itemgetter, not_, sub
+from itertools import chain, compress, islice, repeat
+from operator import add, attrgetter, eq, itemgetter, not_, or_
 from types import MemberDescriptorType
 from typing import Any, NamedTuple
 
+import numpy as np
 import structlog
 
 from diagnose.gcpause import gc_paused
@@ -143,6 +144,12 @@ def _ws(text: str | None) -> tuple[str | None, str | None]:
     return norm_width(m.group("w")), speed_name(m.group("s"))
 
 
+def _base_lid(rest: str) -> int | None:
+    """The base LID of a node line (``port 0 lid N`` after the description), if shown."""
+    lm = _BASE_LID_RE.search(rest)
+    return int(lm.group("lid")) if lm else None
+
+
 # --------------------------------------------------------------------------------------------- line by line
 
 
@@ -205,8 +212,7 @@ class _Lines:
         self.node_guid = guid
         self.node_type = _TYPES[kind]
         self.node_desc = desc
-        lm = _BASE_LID_RE.search(rest)
-        self.node_lid = int(lm.group("lid")) if lm else None
+        self.node_lid = _base_lid(rest)
         self.node_line = n
         self.node_links = 0
         self.pending = None
@@ -259,9 +265,9 @@ class _Lines:
     def finish(self) -> None:
         """Node records, line order, then the problems only the end of the file shows (cut comments, truncation)."""
         if self.nodes:
-            cols = [list(map(itemgetter(i), self.nodes)) for i in range(8)]
+            cols = list(zip(*self.nodes, strict=True))
             self.records.extend(_build(
-                FabricNode, len(self.nodes), source=repeat(self.source), line=cols[0], text=list(map(clip, cols[1])),
+                FabricNode, len(self.nodes), source=repeat(self.source), line=cols[0], text=_clip_all(cols[1]),
                 host=cols[2], guid=cols[3], node_type=cols[4], description=cols[5], ports=cols[6], lid=cols[7],
             ))
         _sort_by_line(self.records)
@@ -291,25 +297,27 @@ def _parse_lines(text: str, source: str, host: str | None, records: list[Record]
 
 # --------------------------------------------------------------------------------------------- whole file
 
-# Port and node lines are recognised by their first character, then read by one regex per kind over the joined
-# lines of that kind (one ``findall`` tuple per line: a line the strict alternative does not match gives a tuple
-# of empty strings). The strict alternatives are the shapes ``ibnetdiscover.c`` prints, written with ``[ \t]``
-# where the line-by-line regexes say ``\s`` and with quote-free descriptions, so that a line they match is read
-# the same way by _LINK_RE/_NODE_RE and the comment regexes. Such a line is no shell prompt, tool error or
-# command echo either (a prompt needs ``user@host`` or ``[user@host``, an error line a word and a colon, an echo
-# a leading ``$``/``#``/``>``), nor is a line that starts with ``vendid=``/``devid=``/``...guid=``.
-_LINK_ROW_RE = re.compile(
-    r"""^(?:
-    \[(\d+)\][ \t]*(?:\([0-9a-fA-F]{1,16}\))?[ \t]*"[SHR]-([0-9a-fA-F]{1,16})"\[(\d+)\]
-    [ \t]*(?:\([0-9a-fA-F]{1,16}\))?[ \t]*\#[ \t]*
-    (?:lid[ \t]+(\d+)[ \t]+lmc[ \t]+\d+[ \t]+)?    # a CA port's comment starts with its own LID and LMC
-    "([^"\n]*)"[ \t]+lid[ \t]+(\d+)[ \t]+(\d+x\S+)[ \t]*
-    |.*)$""",
-    re.MULTILINE | re.VERBOSE,
-)
+# Lines are sorted by their first character (numpy, over the whole text), then the port lines and the node /
+# ports-report lines are read by one regex per kind over the joined lines of that kind (one ``findall`` tuple per
+# line: a line the strict alternative does not match gives a tuple of empty strings). The strict alternatives are
+# the shapes ``ibnetdiscover.c`` prints, written with ``[ \t]`` and ``[0-9]`` where the line-by-line regexes say
+# ``\s`` and ``\d`` and with quote-free descriptions, so that a line they match is read the same way by
+# _LINK_RE/_NODE_RE and the comment regexes. Such a line is no shell prompt, tool error or command echo either (a
+# prompt needs ``user@host`` or ``[user@host``, an error line a word and a colon, an echo a leading ``$``/``#``/
+# ``>``), nor is a line that starts with ``vendid=``/``devid=``/``...guid=``. The port-line shape's quantifiers
+# are possessive (a quarter faster): each keeps the first choice backtracking would try, so a line it matches
+# gives the same groups, and a line it misses is left to the line-by-line logic.
+_LINK_SHAPE = r"""
+    \[([0-9]++)\][ \t]*+(?:\([0-9a-fA-F]{1,16}+\))?+[ \t]*+"[SHR]-([0-9a-fA-F]{1,16}+)"\[([0-9]++)\]
+    [ \t]*+(?:\([0-9a-fA-F]{1,16}+\))?+[ \t]*+\#[ \t]*+
+    (?:lid[ \t]++([0-9]++)[ \t]++lmc[ \t]++[0-9]++[ \t]++)?+    # a CA port's comment starts with its LID and LMC
+    "([^"\n]*+)"[ \t]++lid[ \t]++([0-9]++)[ \t]++([0-9]++x\S++)[ \t]*+"""
+# A match of the strict shape alone is one whole line: when there are as many as lines, every line is one.
+_LINK_ONLY_RE = re.compile(rf"^{_LINK_SHAPE}$", re.MULTILINE | re.VERBOSE)
+_LINK_ROW_RE = re.compile(rf"^(?:{_LINK_SHAPE}|.*)$", re.MULTILINE | re.VERBOSE)
 _NODE_ROW_RE = re.compile(
     r"""^(?:
-    (Switch|Ca|Rt)[ \t]+(\d+)[ \t]+"[SHR]-([0-9a-fA-F]{1,16})"[ \t]*(?:(\#)[ \t]*"([^"\n]*)"(.*))?
+    (Switch|Ca|Rt)[ \t]+([0-9]+)[ \t]+"[SHR]-([0-9a-fA-F]{1,16})"[ \t]*(?:(\#)[ \t]*"([^"\n]*)"(.*))?
     |(?:CA|SW|RT)[ \t]+(\d+)[ \t]+(\d+)[ \t]+0x([0-9a-fA-F]{1,16})[ \t]+(\d+[xX])[ \t]+(\S+)     # ports report,
         [ \t]+-[ \t]+(?:CA|SW|RT)[ \t]+(\d+)[ \t]+(\d+)[ \t]+0x([0-9a-fA-F]{1,16})                # a connected port
         [ \t]+\([ \t]*'([^'\n]*)'[ \t]+-[ \t]+'([^'\n]*)'[ \t]*\)[ \t]*
@@ -320,144 +328,176 @@ _NODE_ROW_RE = re.compile(
 _KIND, _NPORTS, _NGUID, _HASH, _NDESC, _REST = range(6)
 _PTYPE = 16
 _LINK_HEAD, _NODE_HEAD, _BLANK_HEAD, _OTHER_HEAD = range(4)
-_HEADS = {"[": _LINK_HEAD, "S": _NODE_HEAD, "C": _NODE_HEAD, "R": _NODE_HEAD, "": _BLANK_HEAD}
+_HEAD_OF = np.full(129, _OTHER_HEAD, np.uint8)  # by the first character's code point (128: any other)
+_HEAD_OF[[ord("["), ord("S"), ord("C"), ord("R")]] = _LINK_HEAD, _NODE_HEAD, _NODE_HEAD, _NODE_HEAD
 _IDS = ("vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "rtguid=")
 _CHUNK = 1 << 15  # lines per chunk: bounds the regex tuples alive at once (~5 MiB)
-_first_char = itemgetter(slice(None, 1))
-_get_port, _get_rguid, _get_rport, _get_ca_lid, _get_rdesc, _get_rlid, _get_ws = map(itemgetter, range(7))
+_GET_LINK = tuple(map(itemgetter, range(7)))  # port, rguid, rport, ca_lid, rdesc, rlid, ws
+_get_port = _GET_LINK[0]
 _get_kind, _get_nguid, _get_ptype = itemgetter(_KIND), itemgetter(_NGUID), itemgetter(_PTYPE)
+_get_nports, _get_rest = itemgetter(_NPORTS), itemgetter(_REST)
 (_get_p_lid, _get_p_port, _get_p_guid, _get_p_width, _get_p_speed, _get_p_plid, _get_p_pport, _get_p_pguid,
  _get_p_desc, _get_p_pdesc) = map(itemgetter, range(6, 16))
-_GET_BLOCK = tuple(map(itemgetter, range(6)))  # _Block.guid ... _Block.pending
 
 
 class _LinkColumns:
-    """The FabricLink fields of the port lines read column-wise (one list per field and run of port lines), and
-    the caches of the normalised values, which repeat on many lines (one int/GUID object each, shared)."""
+    """The FabricLink records of the lines read column-wise, and the caches of the normalised values, which repeat
+    on many lines (one GUID string each, shared)."""
 
-    def __init__(self) -> None:
-        self.n = 0
-        self.parts: list[dict[str, list[Any]]] = []
-        self.ints: dict[str, int] = {}
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.links: list[FabricLink] = []
         self.guids: dict[str, str] = {}
         self.widths: dict[str, str | None] = {}  # by the topology file's '4xNDR'
         self.speeds: dict[str, str | None] = {}
-        self.norm: dict[Any, dict[str, str | None]] = {}  # normaliser -> printed -> normalised (ports report)
+        self.norm: dict[Any, dict[str, Any]] = {}  # normaliser -> printed -> normalised
 
     def add(self, n: int, **columns: Iterable[Any]) -> None:
-        """Columns of ``n`` more records; materialised now, so that the regex tuples they come from can go."""
-        self.n += n
-        self.parts.append({name: col if isinstance(col, list) else list(col) for name, col in columns.items()})
-
-    def int_of(self, values: Iterable[str]) -> dict[str, int]:
-        """The cache of ``int()``, updated for ``values`` (digit strings; "" is left out)."""
-        missing = set(values).difference(self.ints)
-        missing.discard("")
-        self.ints.update(zip(missing, map(int, missing), strict=True))
-        return self.ints
+        """``n`` more records from their columns (all fields but the source and the states, which the topology
+        file does not show)."""
+        self.links.extend(_build(FabricLink, n, source=repeat(self.source), state=repeat(None),
+                                 phys_state=repeat(None), **columns))
 
     def guid_of(self, values: Iterable[str]) -> dict[str, str]:
         """The cache of :func:`norm_guid` for 1-16 hex digits without ``0x``, updated for ``values``."""
-        missing = set(values).difference(self.guids)
-        self.guids.update((g, "0x" + g.lower().rjust(16, "0")) for g in missing)
+        missing = list(set(values).difference(self.guids))
+        lowered = "\n".join(missing).lower().split("\n") if missing else []
+        self.guids.update(zip(missing, map("0x".__add__, map(str.rjust, lowered, repeat(16), repeat("0"))),
+                              strict=True))
         return self.guids
 
-    def normalised(self, func: Any, values: list[str]) -> Iterator[str | None]:
-        """``map(func, values)`` through a cache (widths, speeds and descriptions repeat on many lines)."""
+    def normalised(self, func: Any, values: list[str]) -> Iterator[Any]:
+        """``map(func, values)`` through a cache (widths, speeds, descriptions, node lines' ends repeat)."""
         cache = self.norm.setdefault(func, {})
         for v in set(values).difference(cache):
             cache[v] = func(v)
         return map(cache.__getitem__, values)
 
-    def records(self, source: str) -> list[FabricLink]:
-        if not self.n:
-            return []
-        joined = {name: chain.from_iterable([p[name] for p in self.parts]) for name in self.parts[0]}
-        return _build(FabricLink, self.n, source=repeat(source), state=repeat(None), phys_state=repeat(None),
-                      **joined)
-
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:
     """The fast reader: same records and problems as :func:`_parse_lines`, chunk by chunk of lines.
 
-    In a chunk, the node lines and the unusual lines (read by :meth:`_Lines.feed`) are visited in order; the port
-    lines between two of them are read column-wise, each with the state of the node block it belongs to. A port
-    line changes the state only for what :meth:`_Lines.feed` reads next (a CA's LID, the block's port count), so
-    the port lines before each unusual line are read before it.
+    In a chunk, only the unusual lines are visited one by one (read by :meth:`_Lines.feed`, in order); the runs of
+    lines between two of them (node lines, port lines, connected ports-report lines) are read column-wise by
+    :func:`_run`, which leaves the reader in the state the line-by-line logic would be in at the end of the run.
     """
     if "\r" in text or "\x1b" in text:
         lines = [line for _, line in iter_lines(text)]
+        heads, lengths = _heads("\n".join(lines))
     else:
         lines = text.split("\n")  # iter_lines without the per-line CR/ANSI checks
+        heads, lengths = _heads(text)
     st = _Lines(source, host, records, problems)
-    out = _LinkColumns()
+    out = _LinkColumns(source)
     for c0 in range(0, len(lines), _CHUNK):
-        if not _chunk(st, out, lines[c0:c0 + _CHUNK], c0):  # pragma: no cover - never guess
+        c1 = c0 + _CHUNK
+        if not _chunk(st, out, lines[c0:c1], c0, heads[c0:c1], lengths[c0:c1]):  # pragma: no cover - never guess
             log.warning("ibnetdiscover_fast_path_row_mismatch", source=source, chunk_line=c0 + 1)
             del records[:], problems[:]
             _parse_lines(text, source, host, records, problems)
             return
     st.last_content = next(((i + 1, lines[i]) for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), None)
-    records.extend(out.records(st.source))
+    records.extend(out.links)
     st.finish()
 
 
-def _chunk(st: _Lines, out: _LinkColumns, chunk: list[str], c0: int) -> bool:
+def _heads(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per line of ``text`` (split on ``\\n``): its kind by its first character (``_*_HEAD``) and its length."""
+    if text.isascii():
+        codes = np.frombuffer(text.encode("ascii"), np.uint8)
+    else:  # one code unit per character
+        codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    ends = np.flatnonzero(codes == 10)
+    starts = np.concatenate(([0], ends + 1))
+    lengths = np.append(ends, len(codes)) - starts
+    filled = lengths > 0
+    heads = np.full(len(starts), _BLANK_HEAD, np.uint8)
+    heads[filled] = _HEAD_OF[np.minimum(codes[starts[filled]], 128)]
+    return heads, lengths
+
+
+class _Rows(NamedTuple):
+    """The lines of a chunk that :func:`_run` reads column-wise, by kind: their indexes in the chunk (ascending)
+    and what the regexes read from them."""
+
+    chunk: list[str]
+    c0: int  # lines before the chunk
+    long: bool  # a line is longer than TEXT_CLIP
+    link_at: list[int]  # port lines of the strict shape
+    link_texts: list[str]  # those lines
+    link_cols: list[list[str]]  # their fields (as _GET_LINK), one list per field
+    link_block: np.ndarray  # the count of node lines before each
+    ca_port: np.ndarray  # True where the comment is a CA port's
+    node_at: list[int]  # node lines of the strict shape
+    nodes: list[tuple[str, ...]]
+    conn_at: list[int]  # connected ports-report lines
+    conns: list[tuple[str, ...]]
+
+
+def _chunk(st: _Lines, out: _LinkColumns, chunk: list[str], c0: int, heads: np.ndarray, lengths: np.ndarray) -> bool:
     """Read ``chunk`` (lines ``c0 + 1``...); False if a regex did not give one tuple per line."""
-    k = len(chunk)
-    heads = list(map(_HEADS.get, map(_first_char, chunk), repeat(_OTHER_HEAD)))
-    link_at = list(compress(range(k), map(eq, heads, repeat(_LINK_HEAD))))
-    node_at = list(compress(range(k), map(eq, heads, repeat(_NODE_HEAD))))
-    other_at = list(compress(range(k), map(eq, heads, repeat(_OTHER_HEAD))))
-    links = _LINK_ROW_RE.findall("\n".join(map(chunk.__getitem__, link_at))) if link_at else []
-    nodes = _NODE_ROW_RE.findall("\n".join(map(chunk.__getitem__, node_at))) if node_at else []
-    if len(links) != len(link_at) or len(nodes) != len(node_at):
+    link_at = np.flatnonzero(heads == _LINK_HEAD)
+    head_at = np.flatnonzero(heads == _NODE_HEAD).tolist()  # node and ports-report lines
+    other_at = np.flatnonzero(heads == _OTHER_HEAD).tolist()
+    link_texts = list(map(chunk.__getitem__, link_at.tolist()))
+    links, odd_links = _link_rows(link_texts)
+    if odd_links:
+        ok = np.ones(len(link_at), bool)
+        ok[odd_links] = False
+        odd_links, link_at = link_at[~ok].tolist(), link_at[ok]
+        link_texts = list(compress(link_texts, ok.tolist()))
+    head_rows = _NODE_ROW_RE.findall("\n".join(map(chunk.__getitem__, head_at))) if head_at else []
+    if links is None or len(head_rows) != len(head_at):
         return False
-    ok = list(map(bool, map(_get_port, links)))  # the strict port-line shape
-    link_rows = list(compress(links, ok))
-    link_at, odd_links = list(compress(link_at, ok)), list(compress(link_at, map(not_, ok)))
-    node_rows = dict(zip(compress(node_at, map(_get_kind, nodes)), compress(nodes, map(_get_kind, nodes)),
-                         strict=True))
-    ports_at = set(compress(node_at, map(_get_ptype, nodes)))
-    connected = list(map(bool, map(_get_p_lid, nodes)))  # the strict shape of a connected port's report line
-    conn_at, conn_rows = list(compress(node_at, connected)), list(compress(nodes, connected))
-    # lines to visit in order: node lines, other ports-report lines, and whatever is not a port line (of either
-    # kind), blank or an id line
+    is_node = list(map(bool, map(_get_kind, head_rows)))
+    connected = list(map(bool, map(_get_p_lid, head_rows)))  # the strict shape of a connected port's report line
+    node_at = list(compress(head_at, is_node))
+    link_cols = [list(map(get, links)) for get in _GET_LINK]
+    rows = _Rows(chunk, c0, bool(len(lengths)) and int(lengths.max()) > TEXT_CLIP, link_at.tolist(), link_texts,
+                 link_cols,
+                 np.searchsorted(np.array(node_at, np.int64), link_at),
+                 np.fromiter(map(bool, link_cols[3]), bool, len(link_at)),
+                 node_at, list(compress(head_rows, is_node)),
+                 list(compress(head_at, connected)), list(compress(head_rows, connected)))
+    ports_at = set(compress(head_at, map(_get_ptype, head_rows)))
+    # lines to visit in order: whatever is not a port line (of either kind), a node line, blank or an id line
     visit = sorted(chain(
-        compress(node_at, map(not_, connected)) if conn_at else node_at,
+        compress(head_at, map(not_, map(or_, is_node, connected))),
         odd_links,
         compress(other_at, map(not_, map(str.startswith, map(chunk.__getitem__, other_at), repeat(_IDS)))),
     ))
-    guids = out.guid_of(map(_get_nguid, node_rows.values()))
-    marks = bytearray(k)  # 1 on node lines: the node block of a port line is the count of node lines before it
-    ctx = [_state(st)]  # the state for the port lines since `start`, then after each node line
     start = 0
     for i in visit:
-        n = c0 + i + 1
-        row = node_rows.get(i)
-        if row is not None:
-            desc = row[_NDESC] if row[_HASH] else None  # no '# "..."' part: no description (not "")
-            st.start_node(n, chunk[i], guids[row[_NGUID]], row[_KIND], row[_NPORTS], desc, row[_REST])
-            marks[i] = 1
-            ctx.append(_state(st))
-            continue
-        _links(st, out, chunk, link_at, link_rows, marks, start, i, ctx, c0)
-        _ports(out, chunk, conn_at, conn_rows, start, i, ctx[0].host, c0)
-        start = i
-        line = chunk[i]
+        _run(st, out, rows, start, i)
+        n, line = c0 + i + 1, chunk[i]
         m = _PORTS_RE.match(line) if i in ports_at else None
         if m:
             _ports_line(m, n, line, st.host, st.source, st.records, st.problems)
         else:
             st.feed(n, line)
-        ctx = [_state(st)]
-    _links(st, out, chunk, link_at, link_rows, marks, start, k, ctx, c0)
-    _ports(out, chunk, conn_at, conn_rows, start, k, ctx[0].host, c0)
+        start = i + 1
+    _run(st, out, rows, start, len(chunk))
     return True
 
 
+def _link_rows(lines: list[str]) -> tuple[list[tuple[str, ...]] | None, list[int]]:
+    """The fields of the port lines of the strict shape, and the indexes of the others; None if a regex did not
+    give one tuple per line."""
+    if not lines:
+        return [], []
+    joined = "\n".join(lines)
+    rows = _LINK_ONLY_RE.findall(joined)
+    if len(rows) == len(lines):
+        return rows, []
+    rows = _LINK_ROW_RE.findall(joined)
+    if len(rows) != len(lines):  # pragma: no cover - never guess
+        return None, []
+    ok = list(map(bool, map(_get_port, rows)))
+    return list(compress(rows, ok)), list(compress(range(len(rows)), map(not_, ok)))
+
+
 class _Block(NamedTuple):
-    """The reader's state that the port lines of a node block read (``ctx`` entries of :func:`_links`)."""
+    """The reader's state that the port lines of a node block read."""
 
     guid: str | None
     is_switch: bool
@@ -478,64 +518,122 @@ def _restore(st: _Lines, state: _Block) -> None:
     st.node_guid, _, st.node_desc, st.node_lid, st.host, st.pending, st.node_type, st.node_links = state
 
 
-def _links(st: _Lines, out: _LinkColumns, chunk: list[str], link_at: list[int], link_rows: list[tuple[str, ...]],
-           marks: bytearray, start: int, stop: int, ctx: list[_Block], c0: int) -> None:
-    """The port lines among ``chunk[start:stop]``; ``ctx[i]`` is the state after the i-th node line there."""
-    lo, hi = bisect_left(link_at, start), bisect_left(link_at, stop)
-    if lo == hi:
-        return
-    at = link_at[lo:hi]
-    rows = link_rows[lo:hi]
-    ca_lid = list(map(_get_ca_lid, rows))  # "" on a switch port's line
-    blocks = list(accumulate(marks[start:stop]))
-    cid = list(map(blocks.__getitem__, map(sub, at, repeat(start))))
-    c_guid, c_sw, c_desc, c_lid, c_host, c_pending = (list(map(get, ctx)) for get in _GET_BLOCK)
+def _run(st: _Lines, out: _LinkColumns, rows: _Rows, start: int, stop: int) -> None:
+    """The lines ``chunk[start:stop]``, none of which needs :meth:`_Lines.feed` but the port lines whose comment
+    does not fit their block; no line there changes the host.
+
+    Node blocks: 0 is the one open at ``start`` (``st``'s state), then one per node line, in order; ``blocks``
+    holds their states column-wise (the fields of :class:`_Block`). The node lines do what
+    :meth:`_Lines.start_node` does, column-wise; a port line reads the state of its block, and the first port
+    line of a CA or router block gives the node its LID. The odd port lines (a switch-port comment in a CA block
+    or the reverse, a port line outside any block) change nothing that the others read, so they are fed to the
+    line-by-line logic after the others, in order, each with the state of its block.
+    """
+    blocks = [[v] for v in _state(st)]
+    nlo, nhi = bisect_left(rows.node_at, start), bisect_left(rows.node_at, stop)
+    if nlo < nhi:
+        _nodes(st, out, rows, nlo, nhi, blocks)
+    lo, hi = bisect_left(rows.link_at, start), bisect_left(rows.link_at, stop)
+    if lo < hi:
+        _links(st, out, rows, lo, hi, nlo, blocks)
+    _restore(st, _Block(*map(itemgetter(-1), blocks)))
+    _ports(out, rows.chunk, rows.conn_at, rows.conns, start, stop, st.host, rows.c0)
+
+
+def _nodes(st: _Lines, out: _LinkColumns, rows: _Rows, lo: int, hi: int, blocks: list[list[Any]]) -> None:
+    """The node lines ``rows.node_at[lo:hi]``: their rows in ``st.nodes``, their states onto ``blocks``."""
+    at, nodes = rows.node_at[lo:hi], rows.nodes[lo:hi]
+    host = st.host
+    guids = out.guid_of(map(_get_nguid, nodes))
+    guid = list(map(guids.__getitem__, map(_get_nguid, nodes)))
+    node_type = list(map(_TYPES.__getitem__, map(_get_kind, nodes)))
+    desc = list(map(_node_desc, nodes))
+    lid = list(out.normalised(_base_lid, list(map(_get_rest, nodes))))
+    line = list(map(add, at, repeat(rows.c0 + 1)))
+    new = list(map(list, zip(line, map(rows.chunk.__getitem__, at), repeat(host), guid, node_type, desc,
+                             map(int, map(_get_nports, nodes)), lid, strict=False)))
+    st.nodes.extend(new)
+    st.node_line = line[-1]
+    n = len(at)
+    for col, values in zip(blocks, (guid, map(eq, node_type, repeat("SW")), desc, lid, repeat(host, n), new,
+                                    node_type, repeat(0, n)), strict=True):
+        col.extend(values)
+
+
+def _node_desc(row: tuple[str, ...]) -> str | None:
+    """A node line's description; None (not "") without a ``# "..."`` part."""
+    return row[_NDESC] if row[_HASH] else None
+
+
+def _links(st: _Lines, out: _LinkColumns, rows: _Rows, lo: int, hi: int, nlo: int,
+           blocks: list[list[Any]]) -> None:
+    """The strict port lines ``rows.link_at[lo:hi]`` of a run whose first node line is ``rows.node_at[nlo]``;
+    ``blocks`` as in :func:`_run`, whose last block gets its count of port lines."""
+    cid = rows.link_block[lo:hi] - nlo
+    ca_port = rows.ca_port[lo:hi]
+    guid0, last = blocks[0][0], len(blocks[0]) - 1
     # a switch-port comment in a switch block, a CA-port comment in a CA/router block, all inside a node block
-    usual = all(map(eq, map(c_sw.__getitem__, cid), map(not_, ca_lid))) and not (c_guid[0] is None and cid[0] == 0)
-    if not usual:  # the line-by-line logic, each line with the state of its block
-        last = -1
-        for j, i in enumerate(at):
-            if cid[j] != last:
-                last = cid[j]
-                _restore(st, ctx[last])
-            st.feed(c0 + i + 1, chunk[i])
-        links = st.node_links
-        _restore(st, ctx[-1])
-        if last == len(ctx) - 1:
-            st.node_links = links
+    usual = np.array(blocks[1], bool)[cid] != ca_port
+    if guid0 is None:
+        usual &= cid > 0
+    if blocks[0][last] is not None:
+        blocks[-1][-1] += hi - lo - int(np.searchsorted(cid, last))
+    if usual.all():
+        _usual_links(out, rows, slice(lo, hi), cid, blocks)
         return
-    ints = out.int_of(ca_lid)
-    for c, j in dict(zip(reversed(cid), range(len(cid) - 1, -1, -1), strict=True)).items():  # a block's 1st port
+    if usual.any():
+        _usual_links(out, rows, (np.flatnonzero(usual) + lo).tolist(), cid[usual], blocks)
+    for j in np.flatnonzero(~usual).tolist():  # the line-by-line logic, each line with the state of its block
+        _restore(st, _Block(*map(itemgetter(int(cid[j])), blocks)))
+        i = rows.link_at[lo + j]
+        st.feed(rows.c0 + i + 1, rows.chunk[i])
+
+
+def _usual_links(out: _LinkColumns, rows: _Rows, pick: slice | list[int], cid: np.ndarray,
+                 blocks: list[list[Any]]) -> None:
+    """The FabricLink records of the port lines ``pick`` (of ``rows.link_at``) that fit their block (``cid``)."""
+    if isinstance(pick, slice):
+        at, text = rows.link_at[pick], rows.link_texts[pick]
+        ports, rguids, rports, ca_lid, rdescs, rlids, ws = (col[pick] for col in rows.link_cols)
+    else:
+        at, text = list(map(rows.link_at.__getitem__, pick)), list(map(rows.link_texts.__getitem__, pick))
+        ports, rguids, rports, ca_lid, rdescs, rlids, ws = (list(map(col.__getitem__, pick)) for col in rows.link_cols)
+    c_guid, c_sw, c_desc, c_lid, _, c_pending = blocks[:6]
+    ca_port = rows.ca_port[pick]
+    lid = np.array(c_lid, object)[cid]  # a switch port: the switch's LID
+    if ca_port.any():
+        lid[ca_port] = list(map(int, compress(ca_lid, ca_port.tolist())))
+    blk, first = np.unique(cid, return_index=True)  # a block's first port line
+    for c, j in zip(blk.tolist(), first.tolist(), strict=True):
         pending = c_pending[c]
         if not c_sw[c] and pending is not None and pending[7] is None:
-            pending[7] = ints[ca_lid[j]]  # a CA's LID is only on its port lines
-    st.node_links += len(cid) - bisect_left(cid, len(ctx) - 1)
-    ports, rports, rlids = (list(map(get, rows)) for get in (_get_port, _get_rport, _get_rlid))
-    ints = out.int_of(chain(ports, rports, rlids))
-    rguids = list(map(_get_rguid, rows))
+            pending[7] = lid[j]  # a CA's LID is only on its port lines
     guids = out.guid_of(rguids)
-    ws = list(map(_get_ws, rows))
     for w in set(ws).difference(out.widths):
         out.widths[w], out.speeds[w] = _ws(w)
-    text: Iterable[str] = map(chunk.__getitem__, at)
-    if max(map(len, map(chunk.__getitem__, at))) > TEXT_CLIP:
-        text = map(clip, text)
     out.add(
         len(at),
-        line=map(add, at, repeat(c0 + 1)),
-        text=text,
-        host=map(c_host.__getitem__, cid),
-        guid=map(c_guid.__getitem__, cid),
-        port=map(ints.__getitem__, ports),
+        line=(np.array(at, np.int64) + (rows.c0 + 1)).tolist(),
+        text=map(clip, text) if rows.long else text,
+        host=repeat(blocks[4][0]),  # one host for a run
+        guid=np.array(c_guid, object)[cid].tolist(),
+        port=list(map(int, ports)),
         peer_guid=map(guids.__getitem__, rguids),
-        peer_port=map(ints.__getitem__, rports),
+        peer_port=list(map(int, rports)),
         width=map(out.widths.__getitem__, ws),
         speed=map(out.speeds.__getitem__, ws),
-        lid=map(ints.get, ca_lid, map(c_lid.__getitem__, cid)),  # "" (a switch port) -> the switch's LID
-        peer_lid=map(ints.__getitem__, rlids),
-        description=map(c_desc.__getitem__, cid),
-        peer_description=map(_get_rdesc, rows),
+        lid=lid.tolist(),
+        peer_lid=list(map(int, rlids)),
+        description=np.array(c_desc, object)[cid].tolist(),
+        peer_description=rdescs,
     )
+
+
+def _clip_all(texts: list[str]) -> list[str]:
+    """``clip`` of each line (no line holds a newline): the lines themselves if none is long or ends with CR."""
+    if texts and (max(map(len, texts)) > TEXT_CLIP or any(map(str.endswith, texts, repeat("\r")))):
+        return list(map(clip, texts))
+    return texts
 
 
 def _ports(out: _LinkColumns, chunk: list[str], conn_at: list[int], conn_rows: list[tuple[str, ...]], start: int,
@@ -548,23 +646,20 @@ def _ports(out: _LinkColumns, chunk: list[str], conn_at: list[int], conn_rows: l
     at, rows = conn_at[lo:hi], conn_rows[lo:hi]
     guid, pguid = list(map(_get_p_guid, rows)), list(map(_get_p_pguid, rows))
     lid, port, plid, pport = (list(map(get, rows)) for get in (_get_p_lid, _get_p_port, _get_p_plid, _get_p_pport))
-    guids, ints = out.guid_of(chain(guid, pguid)), out.int_of(chain(lid, port, plid, pport))
-    text: Iterable[str] = map(chunk.__getitem__, at)
-    if max(map(len, map(chunk.__getitem__, at))) > TEXT_CLIP:
-        text = map(clip, text)
+    guids = out.guid_of(chain(guid, pguid))
     out.add(
         len(at),
         line=map(add, at, repeat(c0 + 1)),
-        text=text,
+        text=_clip_all(list(map(chunk.__getitem__, at))),
         host=repeat(host, len(at)),
         guid=map(guids.__getitem__, guid),
-        port=map(ints.__getitem__, port),
+        port=map(int, port),
         peer_guid=map(guids.__getitem__, pguid),
-        peer_port=map(ints.__getitem__, pport),
+        peer_port=map(int, pport),
         width=out.normalised(norm_width, list(map(_get_p_width, rows))),
         speed=out.normalised(speed_name, list(map(_get_p_speed, rows))),
-        lid=map(ints.__getitem__, lid),
-        peer_lid=map(ints.__getitem__, plid),
+        lid=map(int, lid),
+        peer_lid=map(int, plid),
         description=out.normalised(_clean_desc, list(map(_get_p_desc, rows))),
         peer_description=out.normalised(_clean_desc, list(map(_get_p_pdesc, rows))),
     )
@@ -617,9 +712,9 @@ def _sort_by_line(records: list[Record]) -> None:
     """Sort in place by line, stable: ``records.sort(key=lambda r: r.line)`` without a Python call per record."""
     if len(records) < 2:
         return
-    lines = list(map(attrgetter("line"), records))
-    order = sorted(range(len(records)), key=lines.__getitem__)
-    records[:] = list(map(records.__getitem__, order))
+    lines = np.fromiter(map(attrgetter("line"), records), np.int64, len(records))
+    if (lines[1:] < lines[:-1]).any():
+        records[:] = list(map(records.__getitem__, np.argsort(lines, kind="stable").tolist()))
 
 
 def _clean_desc(value: str | None) -> str | None:

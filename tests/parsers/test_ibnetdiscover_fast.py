@@ -205,6 +205,46 @@ def test_generated_mixtures_match_line_by_line(lines: list[str], host: str | Non
         ibnetdiscover._CHUNK = saved
 
 
+def test_odd_port_lines_inside_long_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Port lines whose comment does not fit their block, between many usual ones: each is read with the state of
+    its own block (the CA's LID still comes from its first usual port line), the others column-wise."""
+    path = next(p for p in FILES if p.suffix == ".topo")
+    lines = path.read_text().split("\n")
+    switches = [i for i, ln in enumerate(lines) if ln.startswith("Switch")]
+    cas = [i for i, ln in enumerate(lines) if ln.startswith("Ca")]
+    sw, ca = switches[len(switches) // 2], cas[len(cas) // 2]
+    assert sw < ca
+    sw_port, ca_port = lines[sw + 1], lines[ca + 1]
+    lines[sw + 2] = ca_port  # a CA port's comment in a switch block
+    lines[ca + 1:ca + 1] = [sw_port]  # a switch port's comment as a CA's first port line; its second gives the LID
+    text = "\n".join(lines)
+    res = _same(text)
+    assert [p.split(":")[0] for p in res.problems] == [f"line {sw + 3}", f"line {ca + 2}"]
+    fed: list[int] = []
+    feed = ibnetdiscover._Lines.feed
+    monkeypatch.setattr(ibnetdiscover._Lines, "feed", lambda self, n, line: (fed.append(n), feed(self, n, line)))
+    _fast(text)
+    assert [n for n in fed if not lines[n - 1].startswith("#")] == [sw + 3, ca + 2]
+    monkeypatch.setattr(ibnetdiscover, "_CHUNK", 5)
+    _same(text)
+
+
+def test_cleaned_lines_and_wide_characters() -> None:
+    """A CR left before a colour code ends a node line's text until ``clip``; non-ASCII text and lone surrogates
+    (undecodable bytes) go through the per-line kinds too."""
+    text = "\n".join([
+        'Switch\t2 "S-00bb"\t\t# "sw \u00e9" base port 0 lid 4 lmc 0\r\x1b[0m',
+        '[1]\t"H-00dd"[1](dd)\t\t# "h\udcff" lid 9 4xNDR',
+        'Ca\t1 "H-00dd"\t\t# "h\udcff"\r\x1b[0m',
+        '[1](dd)\t"S-00bb"[1]\t\t# lid 9 lmc 0 "sw \u00e9" lid 4 4xNDR\r\x1b[0m',
+        '[2](dd)\t"S-00bb"[2]\t\t# lid 9 lmc 0 "sw \u00e9" lid 4 4xNDR',
+    ])
+    res = _same(text)
+    assert [r.text for r in res.records if isinstance(r, FabricNode)] == [
+        'Switch\t2 "S-00bb"\t\t# "sw \u00e9" base port 0 lid 4 lmc 0', 'Ca\t1 "H-00dd"\t\t# "h\udcff"']
+    _same(text.replace("\r\x1b[0m", ""))
+
+
 def test_collector_state_is_restored() -> None:
     text = (DATA / "topology_file_example_manpage.txt").read_text()
     assert gc.isenabled()
