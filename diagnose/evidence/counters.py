@@ -100,6 +100,7 @@ class CounterTable:
     _long_texts: np.ndarray  # texts of record-per-value samples; bulk samples are read from their line index
     _txt: np.ndarray
     _resolved: dict[int, str]
+    _lines_cache: np.ndarray | None = None
 
     @property
     def empty(self) -> bool:
@@ -119,7 +120,21 @@ class CounterTable:
 
     @property
     def _line_no(self) -> np.ndarray:
-        return self.samples["line"].to_numpy()
+        got = self._lines_cache
+        if got is None:
+            got = self._lines_cache = self.samples["line"].to_numpy()
+        return got
+
+    def _resolve(self, rows: list[int]) -> None:
+        """Resolve the texts of ``rows`` in one pass per line index (one file open each, not one per line)."""
+        todo: dict[int, list[int]] = {}
+        for r in rows:
+            if r not in self._resolved and int(self._txt[r]) < 0 and int(self._li[r]) >= 0:
+                todo.setdefault(int(self._li[r]), []).append(r)
+        line = self._line_no
+        for li, rs in todo.items():
+            texts = self._liners[li].texts([int(line[r]) for r in rs])  # type: ignore[attr-defined]
+            self._resolved.update(zip(rs, texts, strict=True))
 
     def source(self, i: int) -> str:
         return self._sources[int(self._src[i])]
@@ -132,6 +147,7 @@ class CounterTable:
         """The samples at ``rows`` with their text: what ``finding(...)`` cites."""
         rows = [int(r) for r in rows]
         line = self._line_no
+        self._resolve(rows)
         return pd.DataFrame({"source": [self.source(r) for r in rows], "line": [int(line[r]) for r in rows],
                              "host": [self.host(r) for r in rows], "text": [self.text(r) for r in rows]},
                             index=rows)
@@ -139,6 +155,7 @@ class CounterTable:
     def refs(self, rows: list[int] | np.ndarray, kind: str, limit: int = 4) -> list[EvidenceRef]:
         rows = [int(r) for r in rows][-limit:]
         line = self._line_no
+        self._resolve(rows)
         return [EvidenceRef(file=self.source(r), line=int(line[r]), text=self.text(r), finding=kind) for r in rows]
 
     @staticmethod

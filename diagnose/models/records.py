@@ -74,6 +74,24 @@ class LineIndex:
             return ""
         return clip(raw.decode("utf-8", errors="replace"))
 
+    def texts(self, lines: list[int]) -> list[str]:
+        """``[text(n) for n in lines]`` reading a detached file once, in offset order: a finding set over a big
+        fabric cites tens of thousands of counter lines, and one open per line costs seconds."""
+        if self.data is not None or self.path is None:
+            return [self.text(n) for n in lines]
+        out = [""] * len(lines)
+        try:
+            with open(self.path, "rb") as fh:
+                for k in sorted(range(len(lines)), key=lines.__getitem__):
+                    i = int(lines[k]) - self.first_line
+                    if 0 <= i < len(self.starts):  # type: ignore[arg-type]
+                        lo, hi = int(self.starts[i]), int(self.ends[i])  # type: ignore[index]
+                        fh.seek(lo)
+                        out[k] = clip(fh.read(hi - lo).decode("utf-8", errors="replace"))
+        except OSError:
+            return [""] * len(lines)
+        return out
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ColumnBatch(Record):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
@@ -405,6 +405,14 @@ class _Ports(Mapping[tuple[str, int], PortInfo]):
         return list(map(PortInfo, map(itemgetter(0), ends), map(itemgetter(1), ends), repeat(None),
                         _pick(st["width"], rows), _pick(st["speed"], rows), _pick(st["state"], rows),
                         zip(_pick(st["source"], rows, _str), _pick(st["line"], rows, _int), strict=True)))
+
+    def prefetch(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Make the PortInfo of every port in ``keys`` now, in one vectorized pass (keys that are no port are
+        skipped). For a caller about to read thousands of ports one by one: a single first read costs a few
+        pandas lookups, a batch costs about the same for all of them."""
+        codes = [d for d in map(self._code, keys) if d >= 0 and d not in self._made]
+        if codes:
+            self._make(np.unique(np.array(codes, dtype=np.int64)))
 
     def _dict(self) -> dict[tuple[str, int], PortInfo]:
         if self._all is None:

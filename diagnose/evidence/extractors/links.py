@@ -296,11 +296,9 @@ def port_counters(ctx: Context) -> list[Finding]:
     cols = [err[c].tolist() for c in ("host_k", "dev_k", "guid_k", "lid_k", "port_k", "counter", "last", "snaps",
                                       "extended", "inc", "reset", "t0", "t1")]
     evs = _series_refs(table, err["start"].tolist(), err["end"].tolist(), "port_counter_errors")
-    if fab is not None and len(err) > len(fab.ports) // 256:
-        # the cable of every port is asked for below; the fabric makes a port's record on first read, one lookup
-        # at a time, which for thousands of ports (LinkDowned on every switch port) costs more than making all
-        # of them at once
-        fab.ports.items()
+    prefetch = getattr(fab.ports, "prefetch", None) if fab is not None else None
+    if prefetch is not None:  # the cable of each of these ports is read below: make their records in one batch
+        prefetch(zip(cols[2], map(int, cols[4]), strict=True))
     with gc_paused():  # thousands of findings: no cycles, and a collection pass walks the whole bundle
         for host, dev, guid, lid, port, counter, last, snaps, extended, inc, reset, t0, t1, ev in zip(*cols, evs,
                                                                                                       strict=True):
