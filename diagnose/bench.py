@@ -512,7 +512,7 @@ from diagnose.pipeline import gather
 d = pathlib.Path(sys.argv[1])
 floor = parse_floor_tree(d)
 t = time.perf_counter()
-ev = gather([d])  # what triage() does, keeping the evidence for the second process's peak memory
+ev = gather([d], keep_records=False)  # what triage() does, keeping the evidence for the second process's peak memory
 r = infer(load_catalog(), ev.findings, ev.symptoms, ev.formats, ev.files)
 wall = time.perf_counter() - t
 top = r.causes[0] if r.causes else None

@@ -197,6 +197,13 @@ PHY_COUNTERS = ("symbol_error", "link_error_recovery", "local_link_integrity_err
 # the smallest increase between snapshots that the link-level analysis looks at (the rules set the
 # thresholds that decide; this only keeps single stray errors out of the cross-port grouping)
 RISING_FLOOR = 2
+# An error count that did not move across 2+ snapshots and stays below this is history (a reboot, a re-cabling,
+# a maintenance window), not a live fault: it goes into one summary finding instead of one finding per port. A
+# 4,096-host fabric after maintenance has ~10k ports with LinkDowned 1-4; pushing each through the rule engine
+# costs seconds and says nothing. 10 is ibcheckerrs' predefined threshold for SymbolErrors, LinkRecovers,
+# LinkDowned and RcvErrors (infiniband-diags), and no rule asks about a static count below it
+# (tests/test_catalog_thresholds.py keeps the rules' value thresholds at or above it).
+HISTORY_FLOOR = 10
 
 
 def _link_level(fab: Fabric, rising: dict[tuple[str, int], list[EvidenceRef]]) -> list[Finding]:
@@ -285,11 +292,14 @@ def port_counters(ctx: Context) -> list[Finding]:
     if table.empty:
         return []
     t = table.series
-    err = t[t["counter"].isin(ERROR_COUNTERS) & (t["last"] > 0)] if not t.empty else t
+    err_all = t[t["counter"].isin(ERROR_COUNTERS) & (t["last"] > 0)] if not t.empty else t
+    history = (((err_all["snaps"] > 1) & (err_all["inc"] == 0) & ~err_all["reset"].astype(bool)
+                & (err_all["last"] < HISTORY_FLOOR)) if not err_all.empty else pd.Series(False, index=err_all.index))
+    err = err_all[~history]
     by_lid, by_guid = _port_index(ctx)
     fab = ctx.fabric
     out: list[Finding] = []
-    n_err = 0
+    n_err = int(history.sum())
     rising_phy: dict[tuple[str, int], list[EvidenceRef]] = {}
     # the series table is already per (port, counter); Python only touches non-zero error counters, column
     # lists rather than pandas element access (a 4,096-host fabric has thousands of non-zero LinkDowned)
@@ -368,6 +378,17 @@ def port_counters(ctx: Context) -> list[Finding]:
 
     if fab is not None and rising_phy:
         out.extend(_link_level(fab, rising_phy))
+    if history.any():
+        old = err_all[history]
+        per = old.groupby("counter", sort=True).size()
+        rows = sorted(int(e) - 1 for e in old["end"].head(3).tolist())
+        out.append(finding(
+            "port_counters_history",
+            f"{len(old)} port counter(s) hold old error counts below {HISTORY_FLOOR} that did not move between "
+            f"snapshots ({', '.join(f'{c} on {n}' for c, n in per.items())}): history, not listed port by port.",
+            table.frame(rows), attrs={"counters": len(old), "floor": HISTORY_FLOOR,
+                                      **{f"n_{c}": int(n) for c, n in per.items()}},
+        ))
     n_ports = table.n_ports
     if n_err == 0:
         out.append(finding(
@@ -376,7 +397,8 @@ def port_counters(ctx: Context) -> list[Finding]:
             table.frame(table.clean_rows), attrs={"ports": n_ports},
         ))
     elif table.max_order > 0 and not any(f.attrs.get("rising") for f in out):
-        first_rows = sorted((int(s), int(ln)) for s, ln in zip(err["start"], err["end"] - 1, strict=True))[:3]
+        first_rows = sorted((int(s), int(ln)) for s, ln in zip(err_all["start"], err_all["end"] - 1,
+                                                                 strict=True))[:3]
         out.append(finding(
             "port_counters_stable",
             f"Error counters on {n_ports} port(s) did not move between snapshots (old, not ongoing errors).",
