@@ -33,17 +33,20 @@ put inside the quotes (``' 5FB0406-spine-IB02 '``); old builds print the descrip
 without quotes. Speeds: ``???`` (down port / unknown) -> None. The topology file does not show port state; its
 links are connected ports, state None.
 
-Speed: a 2,048-host rail-optimised fat tree gives a 10 MB topology file with ~100k port lines. The line-by-line
-reader (:func:`_parse_lines`: prompt/tool-error checks, then up to four regexes and the normalisers per line,
-one frozen record at a time) takes ~1.2 s on it; :func:`_parse` takes ~0.5 s and gives the same records and
-problems. It splits the text once, sorts the lines by their first character, and reads the port lines (``[``)
-and the node/ports-report lines (``S``/``C``/``R``) with one ``findall`` per kind over the joined lines. The
-shapes ``ibnetdiscover.c`` prints are read column-wise, with the normalised GUIDs, numbers and ``4xNDR`` cached
-(they recur on every port line) and the records built field by field (:func:`_build`); id lines and blank lines
-are skipped. Every other line (prompts, tool errors, comments, ports without peer, port lines with an odd comment,
-a line cut by truncation) goes through the line-by-line logic with the state it would have there. The cyclic
-garbage collector is paused meanwhile (:func:`diagnose.gcpause.gc_paused`). ``tests/parsers/test_ibnetdiscover_fast.py`` checks
-the equivalence on every sample, on variants of them and on generated mixtures of real and malformed lines.
+Speed: a 4,096-host rail-optimised fat tree gives a 21 MB topology file with ~35k node blocks and ~200k port
+lines. The line-by-line reader (:func:`_parse_lines`: prompt/tool-error checks, then up to four regexes and the
+normalisers per line, one frozen record at a time) takes ~2 s on it; :func:`_parse` takes ~0.8 s and gives the
+same records and problems. It splits the text once, finds each line's kind by its first character with numpy, and
+reads the port lines (``[``) and the node/ports-report lines (``S``/``C``/``R``) with one ``findall`` per kind over
+the joined lines. The shapes ``ibnetdiscover.c`` prints are read column-wise, node lines included (a port line
+finds its node block by ``searchsorted``), with the normalised GUIDs and ``4xNDR`` cached (they recur on many port
+lines) and the records built field by field (:func:`_build`); id lines and blank lines are skipped. Every other
+line (prompts, tool errors, comments, ports without peer, port lines with an odd comment, a line cut by
+truncation) goes through the line-by-line logic with the state it would have there. What is left is mostly the
+regex (~0.17 s) and the records themselves (~0.25 s to set 16 slots on each of ~230k objects, and a pass of the
+cyclic garbage collector over them when it resumes); the collector is paused meanwhile
+(:func:`diagnose.gcpause.gc_paused`). ``tests/parsers/test_ibnetdiscover_fast.py`` checks the equivalence on
+every sample, on variants of them and on generated mixtures of real and malformed lines.
 """
 
 from __future__ import annotations
@@ -453,12 +456,13 @@ def _chunk(st: _Lines, out: _LinkColumns, chunk: list[str], c0: int, heads: np.n
     connected = list(map(bool, map(_get_p_lid, head_rows)))  # the strict shape of a connected port's report line
     node_at = list(compress(head_at, is_node))
     link_cols = [list(map(get, links)) for get in _GET_LINK]
-    rows = _Rows(chunk, c0, bool(len(lengths)) and int(lengths.max()) > TEXT_CLIP, link_at.tolist(), link_texts,
-                 link_cols,
-                 np.searchsorted(np.array(node_at, np.int64), link_at),
-                 np.fromiter(map(bool, link_cols[3]), bool, len(link_at)),
-                 node_at, list(compress(head_rows, is_node)),
-                 list(compress(head_at, connected)), list(compress(head_rows, connected)))
+    rows = _Rows(
+        chunk, c0, bool(len(lengths)) and int(lengths.max()) > TEXT_CLIP,
+        link_at.tolist(), link_texts, link_cols, np.searchsorted(np.array(node_at, np.int64), link_at),
+        np.fromiter(map(bool, link_cols[3]), bool, len(link_at)),  # a CA port's LID in the comment
+        node_at, list(compress(head_rows, is_node)),
+        list(compress(head_at, connected)), list(compress(head_rows, connected)),
+    )
     ports_at = set(compress(head_at, map(_get_ptype, head_rows)))
     # lines to visit in order: whatever is not a port line (of either kind), a node line, blank or an id line
     visit = sorted(chain(
