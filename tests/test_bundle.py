@@ -64,6 +64,21 @@ def test_non_streamable_large_file_is_read_head_and_tail(tmp_path: Path) -> None
     assert 0 < ev.files[0].records < 9000
 
 
+def test_non_streamable_file_within_the_cap_is_read_whole_without_a_note(tmp_path: Path) -> None:
+    # over the streaming size (so it takes the capped path) but under max_file_bytes: every block is read
+    block = ("CA 'mlx5_{i}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tFirmware version: 28.39.1002\n"
+             "\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tLink layer: InfiniBand\n")
+    body = "".join(block.format(i=i) for i in range(3000))
+    (tmp_path / "ibstat.out").write_text(body)
+    (tmp_path / "ibstat2.out.gz").write_bytes(gzip.compress(body.encode()))
+    lim = LoadLimits(stream_bytes=64 * 1024, max_file_bytes=1024 * 1024, chunk_bytes=16 * 1024)
+    assert len(body) > lim.stream_bytes and len(body) < lim.max_file_bytes
+    ev = gather([tmp_path], limits=lim)
+    for fe in ev.files:
+        assert fe.format == "ibstat" and fe.problem is None, fe
+        assert fe.records == 3000
+
+
 def test_sysfs_tree_is_folded_into_one_file(tmp_path: Path) -> None:
     root = tmp_path / "node07" / "sys" / "class" / "infiniband" / "mlx5_0"
     (root / "ports" / "1" / "counters").mkdir(parents=True)
