@@ -1,8 +1,9 @@
 """The fabric extractors' column-wise joins give what the plain pandas joins they replace give.
 
-``_net_pairs`` joins NCCL's [send] and [receive] channel lines in one regex pass and a dict; ``_wait_table``
-joins each port's XmitWait and XmitData series on integer keys. Both are checked against the pandas
-``drop_duplicates``/``merge`` and ``set_index``/``join`` they stand for.
+``_net_pairs`` joins NCCL's [send] and [receive] channel lines in one regex pass and integer codes;
+``_wait_table`` joins each port's XmitWait and XmitData series on integer keys; ``_counter_series`` sorts and
+aggregates counter snapshots on integer codes. They are checked against the pandas ``drop_duplicates``/``merge``,
+``set_index``/``join`` and ``sort_values``/``groupby`` they stand for.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from diagnose import pipeline
 from diagnose.bundle import LoadLimits, load_inputs
 from diagnose.evidence.context import Context
-from diagnose.evidence.extractors.fabric_paths import _NET_CH, _net_pairs
+from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
+from diagnose.evidence.extractors.fabric_paths import _NET_CH, _counter_series, _net_pairs
 from diagnose.evidence.extractors.fabric_state import PORT_KEYS, _wait_table
 from diagnose.evidence.frames import build_frames
 
@@ -42,7 +44,7 @@ def _channel_line(rng: random.Random) -> str:
             f" [{rng.choice(['send', 'receive'])}] via NET/{rng.choice(['IB', 'Socket'])}/{rng.choice(['0', '1', '12'])}")
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(80))
 def test_net_pairs_match_the_merge(seed: int) -> None:
     rng = random.Random(seed)
     rows = []
@@ -92,3 +94,48 @@ def test_wait_table_is_the_join_of_the_two_counters(bundle: str) -> None:
     assert measured["ratio"].tolist() == (lost / (lost + sent))[ref.index].tolist()
     for c in ("start_w", "end_w", "start_d", "end_d"):
         assert measured[c].tolist() == ref[c].tolist()
+
+
+def _reference_series(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The counter series the pandas way: rows ordered by capture time, file-name hint, file and line; sorted by
+    the keys and that order; increments summed (a decrease is a reset); groupby first/last/size/sum."""
+    ts = pd.to_datetime(df["timestamp"], errors="coerce", utc=True, format="mixed")
+    ts_i = ts.fillna(pd.Timestamp(0, tz="UTC")).astype("int64").where(ts.notna(), -1)
+    name = df["source"].astype(str).str.rsplit("/", n=1).str[-1]
+    hint = pd.Series(1, index=df.index).mask(name.str.contains(LATE_HINT), 2).mask(name.str.contains(EARLY_HINT), 0)
+    key = pd.DataFrame({"ts": ts_i, "hint": hint, "source": df["source"].astype(str), "line": df["line"]})
+    idx = key.sort_values(["ts", "hint", "source", "line"], kind="stable").index
+    df = df.assign(_o=pd.Series(range(len(idx)), index=idx).reindex(df.index))
+    df = df.sort_values(keys + ["_o"], kind="stable").reset_index(drop=True)
+    same = df[keys].eq(df[keys].shift()).all(axis=1)
+    step = df["value"].astype(float).diff()
+    df["_inc"] = step.where(same, 0.0).where(~(same & (step < 0)), df["value"].astype(float)).fillna(0.0)
+    agg = df.groupby(keys, sort=True, dropna=False).agg(
+        first=("value", "first"), last=("value", "last"), snaps=("_o", "size"), inc=("_inc", "sum"),
+        line=("line", "last"), source=("source", "last"))
+    agg["delta"] = agg["inc"].where(agg["snaps"] > 1)
+    return agg.reset_index()
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_counter_series_match_the_groupby(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(1, 60)
+    stamps = [None, "2024-05-01T10:00:00", "2024-05-01T09:00:00Z", "Wed May  1 10:00:05 2024", "garbage"]
+    df = pd.DataFrame({
+        "source": [rng.choice(["h1/ethtool-before.txt", "h1/ethtool-after.txt", "h2/ethtool.txt", "h2/x_0"])
+                   for _ in range(n)],
+        "line": [rng.randint(1, 9) for _ in range(n)],
+        "host_k": [rng.choice(["h1", "h2", ""]) for _ in range(n)],
+        "dev": [rng.choice(["eth0", "eth1", None]) for _ in range(n)],
+        "counter": [rng.choice(["rx_prio3_pause", "tx_prio3_pause"]) for _ in range(n)],
+        "prio": [rng.choice([0, 3]) for _ in range(n)],
+        "value": [rng.choice([0, 5, 9, 100, 2**40]) for _ in range(n)],
+        "timestamp": [rng.choice(stamps) for _ in range(n)],
+    }).astype({"source": "str", "host_k": "str", "dev": "str", "counter": "str"})
+    if seed % 3 == 0:
+        df = df.drop(columns="timestamp").assign(timestamp=None)
+    if seed % 4 == 1:
+        df["value"] = df["value"].astype(float).mask(pd.Series([rng.random() < 0.2 for _ in range(n)]))
+    keys = ["host_k", "dev", "prio", "counter"]
+    pd.testing.assert_frame_equal(_counter_series(df, keys), _reference_series(df, keys))

@@ -39,35 +39,74 @@ def _one(values: pd.Series) -> str | None:
     return vs[0] if len(vs) == 1 else None
 
 
-def _order(df: pd.DataFrame) -> pd.Series:
-    """A global order of snapshot rows: capture time when printed, then before/after file names, then file order."""
+def _order(df: pd.DataFrame) -> np.ndarray:
+    """A global order of snapshot rows (their ranks): capture time when printed, then before/after file names,
+    then file order. Times and names are read once per distinct value (a 4,096-host bundle has one file per host
+    but hundreds of counter rows in each)."""
     if "timestamp" in df and df["timestamp"].notna().any():
-        ts = pd.to_datetime(df["timestamp"], errors="coerce", utc=True, format="mixed")
-        ts_i = ts.fillna(pd.Timestamp(0, tz="UTC")).astype("int64").where(ts.notna(), -1)
+        t_code, t_uniq = pd.factorize(df["timestamp"])  # missing -> -1, which gets -1 like an unparsed time
+        ts = pd.to_datetime(pd.Series(t_uniq, dtype=object), errors="coerce", utc=True, format="mixed")
+        ts_u = ts.fillna(pd.Timestamp(0, tz="UTC")).astype("int64").where(ts.notna(), -1).to_numpy()
+        ts_i = np.append(ts_u, -1)[t_code]
     else:
-        ts_i = pd.Series(-1, index=df.index)
-    name = df["source"].astype(str).str.rsplit("/", n=1).str[-1]
-    hint = pd.Series(1, index=df.index).mask(name.str.contains(LATE_HINT), 2).mask(name.str.contains(EARLY_HINT), 0)
-    key = pd.DataFrame({"ts": ts_i, "hint": hint, "source": df["source"].astype(str), "line": df["line"]})
-    idx = key.sort_values(["ts", "hint", "source", "line"], kind="stable").index
-    return pd.Series(range(len(idx)), index=idx).reindex(df.index)
+        ts_i = np.full(len(df), -1, dtype=np.int64)
+    s_code, s_uniq = pd.factorize(df["source"].astype(str), sort=True)
+    hint = np.array([0 if EARLY_HINT.search(n) else 2 if LATE_HINT.search(n) else 1
+                     for n in (str(u).rsplit("/", 1)[-1] for u in s_uniq)], dtype=np.int64)
+    idx = np.lexsort((df["line"].to_numpy(), s_code, hint[s_code], ts_i))
+    rank = np.empty(len(idx), dtype=np.int64)
+    rank[idx] = np.arange(len(idx))
+    return rank
 
 
 def _counter_series(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per key group (one counter of one port): first/last value, snapshots and the increment.
 
     Increments between consecutive snapshots are summed; a decrease is a reset (what was counted after it is
-    the new value itself). ``delta`` is None for a single snapshot.
+    the new value itself). ``delta`` is None for a single snapshot. Groups in key order (a missing key last);
+    the keys are sorted as integer codes, not as text columns.
     """
-    df = df.assign(_o=_order(df)).sort_values(keys + ["_o"], kind="stable").reset_index(drop=True)
-    same = df[keys].eq(df[keys].shift()).all(axis=1)
-    step = df["value"].astype(float).diff()
-    df["_inc"] = step.where(same, 0.0).where(~(same & (step < 0)), df["value"].astype(float)).fillna(0.0)
-    agg = df.groupby(keys, sort=True, dropna=False).agg(
-        first=("value", "first"), last=("value", "last"), snaps=("_o", "size"), inc=("_inc", "sum"),
-        line=("line", "last"), source=("source", "last"))
-    agg["delta"] = agg["inc"].where(agg["snaps"] > 1)
-    return agg.reset_index()
+    codes = []
+    for k in keys:
+        c, u = pd.factorize(df[k], sort=True)
+        codes.append(np.where(c < 0, len(u), c))  # a missing key sorts last and never continues a series
+    missing = np.zeros(len(df), dtype=bool)
+    for k in keys:
+        missing |= df[k].isna().to_numpy()
+    pos = np.lexsort((_order(df), *codes[::-1]))
+    srt = df[[*keys, "value", "line", "source"]].take(pos).reset_index(drop=True)
+    sk = [c[pos] for c in codes]
+    new = np.zeros(len(pos), dtype=bool)
+    new[:1] = True
+    for c in sk:
+        new[1:] |= c[1:] != c[:-1]
+    gid = np.cumsum(new) - 1
+    same = ~new & ~missing[pos]
+    same[1:] &= ~missing[pos][:-1]
+    value = srt["value"].astype(float).to_numpy()
+    step = np.empty_like(value)
+    step[0] = np.nan
+    step[1:] = value[1:] - value[:-1]
+    inc = np.where(same, step, 0.0)
+    inc = np.where(same & (step < 0), value, inc)
+    starts = np.flatnonzero(new)
+    n = len(pos)
+
+    def pick(col: pd.Series, last: bool) -> pd.Series:
+        """Each group's first/last value that is not missing (missing if none is), as groupby first/last."""
+        at = np.where(col.notna().to_numpy(), np.arange(n), -1 if last else n)
+        best = (np.maximum if last else np.minimum).reduceat(at, starts)
+        has = (best >= 0) & (best < n)
+        got = col.take(np.where(has, best, 0)).reset_index(drop=True)
+        return got if has.all() else got.where(has)
+
+    out = srt[keys].take(starts).reset_index(drop=True)
+    out["first"], out["last"] = pick(srt["value"], False), pick(srt["value"], True)
+    out["snaps"] = np.diff(np.append(starts, n))
+    out["inc"] = pd.Series(np.nan_to_num(inc, nan=0.0)).groupby(gid, sort=False).sum().to_numpy()  # as groupby sums
+    out["line"], out["source"] = pick(srt["line"], True), pick(srt["source"], True)
+    out["delta"] = out["inc"].where(out["snaps"] > 1)
+    return out
 
 
 def _unique_refs(rows: list[tuple[str, int, str]], kind: str, limit: int = 8) -> list[EvidenceRef]:
@@ -155,7 +194,7 @@ MAX_SKEW_FINDINGS = 32
 
 
 def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFrame]:
-    """(guid -> 'SW'/'CA', lid -> switch guid, links frame with peer_type).
+    """(guid -> 'SW'/'CA', lid -> switch guid, links frame with peer_type and guid_code, the GUID as an integer).
 
     A 4,096-host fabric has 35k nodes and 200k cable ends: the GUID columns are factorized once and the type
     questions asked once per GUID; the cable ends' text is read only where an end is still untyped."""
@@ -171,7 +210,6 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
     links = ctx.frame("FabricLink")
     if links.empty:
         return types, lid_guid, links
-    links = links.copy()
     g_code, g_uniq = pd.factorize(links["guid"].astype(str))  # NaN -> -1, which counts as untyped below
     p_code, p_uniq = pd.factorize(links["peer_guid"].astype(str))
     g_uniq, p_uniq = g_uniq.tolist(), p_uniq.tolist()
@@ -194,7 +232,7 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
         for g in prl.loc[pr.str.contains(_PEER_CA_TEXT), "peer_guid"]:
             types.setdefault(str(g), "CA")
     # a node seen with links on two or more ports is a switch (HCAs here have one port per GUID)
-    left = links[untyped(g_code, g_uniq)]
+    left = links.loc[untyped(g_code, g_uniq), ["guid", "port"]]
     if not left.empty:
         nports = left.groupby("guid")["port"].nunique()
         for g in nports.index[nports >= 3]:
@@ -212,12 +250,11 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
                 types[g] = "SW"
     # the first switch row of each LID names it (a switch's rows repeat its LID once per port)
     g_type = np.append(np.array([types.get(u) for u in g_uniq], dtype=object), None)[g_code]
-    sw_rows = links[(g_type == "SW") & links["lid"].notna().to_numpy()].drop_duplicates("lid")
+    sw_rows = links.loc[(g_type == "SW") & links["lid"].notna().to_numpy(), ["guid", "lid"]].drop_duplicates("lid")
     for g, lid in zip(sw_rows["guid"].astype(str).tolist(), sw_rows["lid"].tolist(), strict=True):
         lid_guid.setdefault(int(lid), g)
     p_type = np.append(np.array([types.get(u) for u in p_uniq], dtype=object), None)[p_code]
-    links["peer_type"] = pd.Series(p_type, index=links.index, dtype=object)
-    return types, lid_guid, links
+    return types, lid_guid, links.assign(peer_type=pd.Series(p_type, index=links.index, dtype=object), guid_code=g_code)
 
 
 @extractor
@@ -230,16 +267,20 @@ def uplink_balance(ctx: Context) -> list[Finding]:
     t = table.series
     if t.empty:
         return []
-    t = t[t["counter"].isin(UPLINK_COUNTERS) & (t["port_k"] >= 0)]
-    if t.empty:
+    c_all, c_uniq = pd.factorize(t["counter"])  # the counter of each series as an index into UPLINK_COUNTERS
+    c_all = np.append([UPLINK_COUNTERS.index(c) if c in UPLINK_COUNTERS else -1 for c in c_uniq], -1)[c_all]
+    at = np.flatnonzero((c_all >= 0) & (t["port_k"].to_numpy() >= 0))
+    if not len(at):
         return []
+    t = t[["guid_k", "lid_k", "port_k", "snaps", "inc", "last", "start", "end"]].take(at)
     types, lid_guid, links = _topology(ctx)
     if links.empty:
         return []
     # the switch of each series: its GUID, else the switch that owns its LID
     sw = t["guid_k"].to_numpy(object).copy()
     no_guid = np.flatnonzero(sw == "")
-    sw[no_guid] = [lid_guid.get(lid) for lid in t["lid_k"].to_numpy()[no_guid].tolist()]
+    l_code, l_uniq = pd.factorize(t["lid_k"].to_numpy()[no_guid])  # each LID looked up once
+    sw[no_guid] = np.array([lid_guid.get(lid) for lid in l_uniq.tolist()], dtype=object)[l_code]
     code, uniq = pd.factorize(sw)  # None -> -1
     if not len(uniq):
         return []
@@ -248,7 +289,9 @@ def uplink_balance(ctx: Context) -> list[Finding]:
     rank[np.argsort(names, kind="stable")] = np.arange(len(names))  # codes in GUID order
     is_sw = np.array([types.get(u) == "SW" for u in names], dtype=bool)
     # switch-to-switch cables that are up: only their ports are uplinks (a leaf's many HCA ports are not looked at)
-    ports = links.drop_duplicates(["guid", "port"]).rename(columns={"guid": "sw"})
+    ports = links[[c for c in ("guid", "guid_code", "port", "peer_type", "state", "peer_guid", "description",
+                               "peer_description") if c in links]]
+    ports = ports.drop_duplicates(["guid_code", "port"]).rename(columns={"guid": "sw"})
     ports = ports.assign(port=ports["port"].astype(int))
     up = ports["peer_type"] == "SW"
     if "state" in ports:
@@ -264,8 +307,7 @@ def uplink_balance(ctx: Context) -> list[Finding]:
         return []
     # per (switch, port): the last value of each counter that has one (amount: the increment between snapshots,
     # else the value), and the most snapshots any of them has
-    counter = t["counter"].to_numpy(object)[idx]
-    c_code = np.select([counter == c for c in UPLINK_COUNTERS], range(len(UPLINK_COUNTERS)))
+    c_code = c_all[at][idx]
     snaps = t["snaps"].to_numpy()[idx]
     amount = np.where(snaps > 1, t["inc"].to_numpy()[idx], t["last"].to_numpy()[idx]).astype(float)
     key_u, grp = np.unique(key[idx], return_inverse=True)
@@ -332,8 +374,7 @@ def _skew_findings(ctx: Context, report: pd.DataFrame, j: pd.DataFrame, rows_of:
     cable = {k: i for i, k in enumerate(zip(mine["sw"].tolist(), mine["port"].tolist(), strict=True))}
     xm, port_no = j["xm"].to_numpy(), j["port"].to_numpy()
     ev_sw, ev_port, ev_start, ev_end = (ev[c].to_numpy() for c in ("sw", "port", "start", "end"))
-    line_no = table.samples["line"].to_numpy()
-    out: list[Finding] = []
+    drafts: list[tuple[str, Location, dict[str, object], list[int]]] = []
     for sw, s in report.iterrows():
         sw = str(sw)
         pos, hot = rows_of[sw], int(s["hot"])
@@ -347,7 +388,7 @@ def _skew_findings(ctx: Context, report: pd.DataFrame, j: pd.DataFrame, rows_of:
         else:
             peer, name = sval(mine["peer_description"].iat[c]) or peer_guid, sval(mine["description"].iat[c]) or sw
         gb = float(xm[hot]) * 4 / 1e9
-        other_gb = float(pd.Series(xm[others]).mean()) * 4 / 1e9
+        other_gb = float(np.mean(xm[others])) * 4 / 1e9
         what = "between snapshots" if s["delta"] else "since the counters were last cleared (one snapshot)"
         wait_share = None if pd.isna(s["wait_share"]) else float(s["wait_share"])
         rcv_imb = None if pd.isna(s["rcv_imbalance"]) else float(s["rcv_imbalance"])
@@ -355,20 +396,23 @@ def _skew_findings(ctx: Context, report: pd.DataFrame, j: pd.DataFrame, rows_of:
         # evidence: the XmitData/XmitWait samples of the hot uplink and of two siblings
         sel = np.flatnonzero((ev_sw == sw) & np.isin(ev_port, [hot_port, *port_no[others[:2]].tolist()]))
         ev_rows = [r for i in sel.tolist() for r in range(int(ev_start[i]), int(ev_end[i]))]
-        out.append(finding(
-            "uplink_load_skew",
+        drafts.append((
             f"{name} uplink port {hot_port} (to {peer}) sent {gb:.1f} GB {what}, "
             f"{float(s['imbalance']):g}x the mean of its {len(others)} sibling uplink(s) ({other_gb:.1f} GB){wait_txt}.",
-            None,
             Location(device=name, port=hot_port, peer=str(peer) if peer else None),
             {"switch_guid": sw, "uplinks": int(s["n"]), "hot_port": hot_port,
              "imbalance": float(s["imbalance"]), "top_share": float(s["top_share"]), "wait_share": wait_share,
              "rcv_imbalance": rcv_imb, "delta": bool(s["delta"]), "fabric_max_imbalance": fabric_max,
              "switches": switches},
-            evidence=_unique_refs([(table.source(r), int(line_no[r]), table.text(r)) for r in ev_rows],
-                                  "uplink_load_skew"),
+            ev_rows,
         ))
-    return out
+    # the cited samples of all reported switches read at once (one pass per dump file, not one per line)
+    cited = table.frame(sorted({r for *_, rows in drafts for r in rows}))
+    sample = dict(zip(cited.index.tolist(), zip(cited["source"].tolist(), cited["line"].tolist(),
+                                                 cited["text"].tolist(), strict=True), strict=True))
+    return [finding("uplink_load_skew", summary, None, loc, attrs,  # type: ignore[arg-type]
+                    evidence=_unique_refs([sample[r] for r in rows], "uplink_load_skew"))
+            for summary, loc, attrs, rows in drafts]
 
 
 # --------------------------------------------------------------------------------------------- RoCE priorities
@@ -377,28 +421,64 @@ _PRIO = re.compile(r"^(?P<dir>rx|tx)_prio(?P<p>[0-7])_(?P<what>bytes|packets|pau
                    r"|buf_discard|cong_discard|marked|discards)$")
 
 
+def _by_host(hosts: np.ndarray) -> dict[str, np.ndarray]:
+    """Row positions of each host key (in row order), in host order: a per-host filter of a 128-host frame
+    is then a lookup, not a comparison of every row."""
+    codes, uniq = pd.factorize(hosts, sort=True)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
+    return {str(h): order[bounds[i]:bounds[i + 1]] for i, h in enumerate(uniq)}
+
+
+def _select(df: pd.DataFrame, rows: np.ndarray | None, **wanted: set[str]) -> pd.DataFrame:
+    """The rows at positions ``rows`` (e.g. one host's) whose columns hold one of the wanted values
+    (``column={values}``), in row order: a few hundred set lookups instead of masks over the whole frame."""
+    at = rows.tolist() if rows is not None else []
+    for c, v in wanted.items():
+        col = df[c].to_numpy(object)
+        at = [i for i in at if col[i] in v]
+    return df.iloc[at]
+
+
+def _nic_stats(ctx: Context) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """NicStat with its keys (``host_k``: host or '', ``dev_k``: netdev or the file) and the rows of each host;
+    once per run (traffic_class and roce_lossless both ask; callers must not change it)."""
+    cached = ctx.cache.get("nic_stats")
+    if cached is None:
+        ns = ctx.frame("NicStat")
+        if not ns.empty:
+            ns = ns.assign(host_k=ns["host"].fillna(""), dev_k=ns["netdev"].fillna(ns["source"].astype(str)))
+        cached = (ns, _by_host(ns["host_k"].to_numpy(object)) if not ns.empty else {})
+        ctx.cache["nic_stats"] = cached
+    return cached  # type: ignore[return-value]
+
+
 def _prio_stats(ctx: Context) -> pd.DataFrame:
-    """One row per (host, netdev, prio): bytes, pause frames (amount = delta or cumulative), PFC enabled."""
-    ns = ctx.frame("NicStat")
+    """One row per (host, netdev, prio): bytes, pause frames (amount = delta or cumulative), PFC enabled.
+
+    Sorted by host, netdev and prio; the counter names are matched once per distinct name."""
+    ns, _ = _nic_stats(ctx)
     if ns.empty:
         return pd.DataFrame()
-    ext = ns["counter"].astype(str).str.extract(_PRIO)
-    sel = ns[ext["p"].notna()].copy()
-    if sel.empty:
+    c_code, c_uniq = pd.factorize(ns["counter"].astype(str))
+    ext = pd.Series(c_uniq, dtype=object).str.extract(_PRIO)
+    hit = ext["p"].notna().to_numpy()
+    keep = hit[c_code]
+    if not keep.any():
         return pd.DataFrame()
-    sel["prio"] = ext.loc[sel.index, "p"].astype(int)
-    sel["what"] = ext.loc[sel.index, "dir"] + "_" + ext.loc[sel.index, "what"]
-    sel["host_k"] = sel["host"].fillna("")
-    sel["dev_k"] = sel["netdev"].fillna(sel["source"].astype(str))
+    sel = ns[keep].copy()
+    sel["prio"] = ext["p"].to_numpy(object)[c_code[keep]].astype(int)
+    sel["what"] = (ext["dir"] + "_" + ext["what"]).to_numpy(object)[c_code[keep]]
     series = _counter_series(sel, ["host_k", "dev_k", "prio", "what"])
     series["amount"] = series["delta"].where(series["delta"].notna(), series["last"].astype(float))
     wide = series.pivot_table(index=["host_k", "dev_k", "prio"], columns="what", values="amount", aggfunc="last")
     for c in ("rx_bytes", "tx_bytes", "rx_pause", "tx_pause"):
         if c not in wide:
             wide[c] = float("nan")
-    present = sel.groupby(["host_k", "dev_k", "prio"])["what"].agg(set)
-    wide["pfc"] = present.map(lambda s: bool({"rx_pause", "tx_pause"} & s)).reindex(wide.index).fillna(False)
-    wide["has_bytes"] = present.map(lambda s: bool({"rx_bytes", "tx_bytes"} & s)).reindex(wide.index).fillna(False)
+    present = sel.assign(_pfc=sel["what"].isin(["rx_pause", "tx_pause"]), _bytes=sel["what"].isin(["rx_bytes", "tx_bytes"]))
+    present = present.groupby(["host_k", "dev_k", "prio"])[["_pfc", "_bytes"]].any().reindex(wide.index)
+    wide["pfc"] = present["_pfc"].fillna(False)
+    wide["has_bytes"] = present["_bytes"].fillna(False)
     wide["bytes"] = wide[["rx_bytes", "tx_bytes"]].fillna(0.0).sum(axis=1)
     wide["pause"] = wide[["rx_pause", "tx_pause"]].fillna(0.0).sum(axis=1)
     wide["delta"] = series.groupby(["host_k", "dev_k", "prio"])["snaps"].max().reindex(wide.index) > 1
@@ -406,10 +486,15 @@ def _prio_stats(ctx: Context) -> pd.DataFrame:
 
 
 def _prio_rows(ctx: Context, host: str, devs: list[str], prios: list[int], whats: tuple[str, ...]) -> pd.DataFrame:
-    ns = ctx.frame("NicStat")
+    ns, by_host = _nic_stats(ctx)
     names = {f"{d}_prio{p}_{w}" for d in ("rx", "tx") for p in prios for w in whats}
-    return ns[(ns["host"].fillna("") == host) & ns["netdev"].fillna(ns["source"].astype(str)).isin(devs)
-              & ns["counter"].isin(names)]
+    return _select(ns, by_host.get(host), dev_k=set(devs), counter=names)
+
+
+def _runs(keys: list[tuple[object, ...]]) -> list[tuple[int, int]]:
+    """(start, end) of each run of equal consecutive keys."""
+    cut = [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
+    return list(zip([0, *cut], [*cut, len(keys)], strict=True))
 
 
 @extractor
@@ -420,21 +505,28 @@ def traffic_class(ctx: Context) -> list[Finding]:
     st = _prio_stats(ctx)
     pfc_all: set[int] = set()
     if not st.empty:
-        for host, hgrp in st.groupby("host_k", sort=True):
+        # one pass over the (host, netdev, prio) rows as lists: a 128-host RoCE bundle has 1,000 netdevs
+        host_k, dev_k, prio = st["host_k"].tolist(), st["dev_k"].tolist(), [int(p) for p in st["prio"].tolist()]
+        pfc_f, has_bytes, pause, delta = (st[c].tolist() for c in ("pfc", "has_bytes", "pause", "delta"))
+        byt = st["bytes"].to_numpy(float)
+        devs_of: dict[str, list[tuple[str, int, int]]] = {}  # host -> its netdevs' row runs, in order
+        for a, b in _runs(list(zip(host_k, dev_k, strict=True))):
+            devs_of.setdefault(host_k[a], []).append((dev_k[a], a, b))
+        for host, dev_runs in devs_of.items():
             verdicts: dict[tuple[str, int, str], list[str]] = {}
             info: dict[tuple[str, int, str], dict[str, object]] = {}
-            for dev, g in hgrp.groupby("dev_k", sort=True):
-                pfc = sorted(int(p) for p in g.loc[g["pfc"], "prio"])
+            for dev, a, b in dev_runs:
+                pfc = sorted(prio[i] for i in range(a, b) if pfc_f[i])
                 pfc_all.update(pfc)
-                if not g["has_bytes"].any():
+                if not any(has_bytes[a:b]):
                     continue
-                total = float(g["bytes"].sum())
+                total = float(byt[a:b].sum())
                 if total <= 0:
                     continue
-                top = g.loc[g["bytes"].idxmax()]
-                tprio = int(top["prio"])
-                share = round(float(top["bytes"]) / total, 3)
-                pause_prios = sorted(int(p) for p in g.loc[g["pause"] > 0, "prio"])
+                top = a + int(np.argmax(byt[a:b]))
+                tprio = prio[top]
+                share = round(float(byt[top]) / total, 3)
+                pause_prios = sorted(prio[i] for i in range(a, b) if pause[i] > 0)
                 pfc_s = ",".join(map(str, pfc)) or "none"
                 if not pfc:
                     kind = "roce_pfc_disabled"
@@ -444,11 +536,11 @@ def traffic_class(ctx: Context) -> list[Finding]:
                     kind = "roce_traffic_off_lossless_prio"
                 key = (kind, tprio, pfc_s)
                 verdicts.setdefault(key, []).append(str(dev))
-                cur = info.setdefault(key, {"share": share, "delta": bool(g["delta"].any()),
+                cur = info.setdefault(key, {"share": share, "delta": any(delta[a:b]),
                                             "pause": ",".join(map(str, pause_prios)) or "none",
                                             "pause_on_traffic": tprio in pause_prios, "gb": 0.0})
                 cur["share"] = min(float(cur["share"]), share)  # type: ignore[arg-type]
-                cur["gb"] = float(cur["gb"]) + float(top["bytes"]) / 1e9  # type: ignore[arg-type]
+                cur["gb"] = float(cur["gb"]) + float(byt[top]) / 1e9  # type: ignore[arg-type]
             for (kind, tprio, pfc_s), devs in sorted(verdicts.items()):
                 i = info[(kind, tprio, pfc_s)]
                 what = "between snapshots" if i["delta"] else "(cumulative)"
@@ -509,11 +601,31 @@ CNP_COUNTERS = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
 _STORM = ("tx_pause_storm_warning_events", "tx_pause_storm_error_events")
 _DROPS = re.compile(r"^(?:rx_discards_phy|rx_out_of_buffer|rx_prio[0-7]_buf_discard|rx_prio[0-7]_cong_discard"
                     r"|rx_prio[0-7]_discards)$")
+_PAUSE = re.compile(r"^(?:rx|tx)_prio[0-7]_pause$")
+
+
+def _sums_by_host(series: pd.DataFrame, key: str) -> dict[str, list[tuple[str, float]]]:
+    """host -> [(``key`` value, summed amount)] in key order (missing keys left out), one groupby for all hosts:
+    a group's rows and their order are those of a groupby of the host's rows alone, so are the sums."""
+    sums = series.groupby(["host_k", key], sort=True)["amount"].sum()
+    out: dict[str, list[tuple[str, float]]] = {}
+    for (host, k), v in zip(sums.index.tolist(), sums.tolist(), strict=True):
+        out.setdefault(host, []).append((k, v))
+    return out
+
+
+def _matching(col: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """``col.astype(str).str.match(pattern)``, matched once per distinct value."""
+    code, uniq = pd.factorize(col.astype(str))
+    return np.array([pattern.match(u) is not None for u in uniq], dtype=bool)[code]
 
 
 @extractor
 def roce_lossless(ctx: Context) -> list[Finding]:
-    """RoCE transport loss against congestion notification, pause storms and NIC receive drops."""
+    """RoCE transport loss against congestion notification, pause storms and NIC receive drops.
+
+    Per host from arrays and per-host row positions (a 128-host bundle has 1,000 netdevs and 30k counter rows);
+    per-counter and per-device sums from one groupby over all hosts."""
     out: list[Finding] = []
     lls = _host_link_layers(ctx)
     hw = ctx.frame("RdmaHwCounter")
@@ -522,31 +634,34 @@ def roce_lossless(ctx: Context) -> list[Finding]:
     if not hw.empty:
         hw["host_k"] = hw["host"].fillna("")
         hw["port_k"] = hw["port"].fillna(-1).astype(int)
-        cnp_present = hw[hw["counter"].isin(CNP_COUNTERS)].groupby("host_k").size()
+        cnp_present = set(hw.loc[hw["counter"].isin(CNP_COUNTERS), "host_k"].tolist())
         series = _counter_series(hw, ["host_k", "device", "port_k", "counter"])
         series["amount"] = series["delta"].where(series["delta"].notna(), series["last"].astype(float))
-        series["is_loss"] = series["counter"].isin(LOSS_COUNTERS)
-        for host, g in series.groupby("host_k", sort=True):
-            ll = lls.get(str(host)) or lls.get("*")
-            if ll == "IB" or (ll is None and host not in cnp_present.index):
+        is_loss = series["counter"].isin(LOSS_COUNTERS).to_numpy()
+        loss_by_dev = _sums_by_host(series[is_loss], "device")
+        loss_by_counter = _sums_by_host(series[is_loss], "counter")
+        cnp_by_counter = _sums_by_host(series[~is_loss], "counter")
+        amount, snaps_a = series["amount"].to_numpy(float), series["snaps"].to_numpy()
+        device = series["device"].to_numpy(object)
+        ev_src = ctx.frame("RdmaHwCounter")
+        ev_hosts = _by_host(ev_src["host"].fillna("").to_numpy(object))
+        for host, pos in _by_host(series["host_k"].to_numpy(object)).items():
+            ll = lls.get(host) or lls.get("*")
+            if ll == "IB" or (ll is None and host not in cnp_present):
                 continue  # congestion-notification counters exist only on RoCE ports
-            loss = g[g["is_loss"]]
-            cnp = g[~g["is_loss"]]
-            snaps = int(g["snaps"].max())
-            loss_amt = float(loss["amount"].sum())
-            cnp_amt = float(cnp["amount"].sum())
-            by_dev = loss.groupby("device")["amount"].sum()
-            worst = str(by_dev.idxmax()) if not by_dev.empty and by_dev.max() > 0 else None
-            per = loss.groupby("counter")["amount"].sum()
-            parts = ", ".join(f"{c} +{int(v)}" if snaps > 1 else f"{c} {int(v)}" for c, v in per.items() if v > 0)
+            lp, cp = pos[is_loss[pos]], pos[~is_loss[pos]]
+            snaps = int(snaps_a[pos].max())
+            loss_amt = float(amount[lp].sum())
+            cnp_amt = float(amount[cp].sum())
+            by_dev = loss_by_dev.get(host, [])
+            top = max((v for _, v in by_dev), default=0.0)
+            worst = str(next(d for d, v in by_dev if v == top)) if top > 0 else None
+            per = loss_by_counter.get(host, [])
+            parts = ", ".join(f"{c} +{int(v)}" if snaps > 1 else f"{c} {int(v)}" for c, v in per if v > 0)
             rising = snaps > 1 and loss_amt > 0
-            cnp_txt = ", ".join(f"{c} {'+' if snaps > 1 else ''}{int(v)}"
-                                for c, v in cnp.groupby("counter")["amount"].sum().items())
-            ev_src = ctx.frame("RdmaHwCounter")
-            ev = ev_src[(ev_src["host"].fillna("") == host) & ev_src["counter"].isin(
-                [*[c for c, v in per.items() if v > 0], *CNP_COUNTERS])]
-            if worst is not None:
-                ev = ev[ev["device"] == worst]
+            cnp_txt = ", ".join(f"{c} {'+' if snaps > 1 else ''}{int(v)}" for c, v in cnp_by_counter.get(host, []))
+            wanted = {"counter": {*[c for c, v in per if v > 0], *CNP_COUNTERS}}
+            ev = _select(ev_src, ev_hosts.get(host), **wanted, **({"device": {worst}} if worst is not None else {}))
             out.append(finding(
                 "roce_transport_counters",
                 f"{host or 'RoCE HCAs'}: " + (f"loss/retransmission counters {parts}" if parts
@@ -554,26 +669,28 @@ def roce_lossless(ctx: Context) -> list[Finding]:
                 + (" between snapshots" if snaps > 1 else "") + f"; congestion notification: {cnp_txt or 'not captured'}.",
                 None, Location(host=str(host) or None, device=worst),
                 {"loss": int(loss_amt), "loss_rising": rising, "cnp": int(cnp_amt),
-                 "cnp_rising": snaps > 1 and cnp_amt > 0, "cnp_zero": not cnp.empty and cnp_amt == 0,
-                 "snapshots": snaps, "devices": int(g["device"].nunique())},
+                 "cnp_rising": snaps > 1 and cnp_amt > 0, "cnp_zero": len(cp) > 0 and cnp_amt == 0,
+                 "snapshots": snaps, "devices": len({d for d in device[pos].tolist() if not pd.isna(d)})},
                 evidence=_rows_refs(ev, "roce_transport_counters"),
             ))
-    ns = ctx.frame("NicStat")
+    ns, _ = _nic_stats(ctx)
     if ns.empty:
         return out
-    ns = ns.assign(host_k=ns["host"].fillna(""), dev_k=ns["netdev"].fillna(ns["source"].astype(str)))
     storm = ns[ns["counter"].isin(_STORM)]
     if not storm.empty:
         s = _counter_series(storm, ["host_k", "dev_k", "counter"])
-        for host, g in s.groupby("host_k", sort=True):
-            err = g[g["counter"] == "tx_pause_storm_error_events"]
-            warn = g[g["counter"] == "tx_pause_storm_warning_events"]
-            err_n, warn_n = int(err["last"].max()) if not err.empty else 0, int(warn["last"].max()) if not warn.empty else 0
+        last, counter = s["last"].to_numpy(), s["counter"].to_numpy(object)
+        storm_hosts = _by_host(storm["host_k"].to_numpy(object))
+        for host, pos in _by_host(s["host_k"].to_numpy(object)).items():
+            err, warn = (last[pos[counter[pos] == c]] for c in ("tx_pause_storm_error_events",
+                                                                 "tx_pause_storm_warning_events"))
+            err_n, warn_n = int(np.nanmax(err)) if len(err) else 0, int(np.nanmax(warn)) if len(warn) else 0
             if err_n == 0 and warn_n == 0:
                 continue
+            g = s.iloc[pos]
             rising = bool((g["delta"].fillna(0) > 0).any())
             devs = sorted(set(g.loc[g["last"] > 0, "dev_k"]))
-            rows = storm[(storm["host_k"] == host) & storm["dev_k"].isin(devs)]
+            rows = _select(storm, storm_hosts[host], dev_k=set(devs))
             out.append(finding(
                 "pfc_pause_storm",
                 f"{host + ' ' if host else ''}{', '.join(devs)}: the NIC hit its pause-storm watchdog"
@@ -584,42 +701,48 @@ def roce_lossless(ctx: Context) -> list[Finding]:
                 {"error_events": err_n, "warning_events": warn_n, "rising": rising, "netdevs": len(devs)},
                 evidence=_rows_refs(rows, "pfc_pause_storm"),
             ))
-    drops = ns[ns["counter"].astype(str).str.match(_DROPS)]
+    drops = ns[_matching(ns["counter"], _DROPS)]
     if not drops.empty:
         s = _counter_series(drops, ["host_k", "dev_k", "counter"])
         s["amount"] = s["delta"].where(s["delta"].notna(), s["last"].astype(float))
-        for host, g in s.groupby("host_k", sort=True):
-            amt = float(g["amount"].sum())
+        amount, snaps_a, dev = s["amount"].to_numpy(float), s["snaps"].to_numpy(), s["dev_k"].to_numpy(object)
+        per_counter = _sums_by_host(s, "counter")
+        drop_hosts = _by_host(drops["host_k"].to_numpy(object))
+        for host, pos in _by_host(s["host_k"].to_numpy(object)).items():
+            amt = float(amount[pos].sum())
             if amt <= 0:
                 continue
-            snaps = int(g["snaps"].max())
-            per = g.groupby("counter")["amount"].sum()
-            devs = sorted(set(g.loc[g["amount"] > 0, "dev_k"]))
-            rows = drops[(drops["host_k"] == host) & drops["dev_k"].isin(devs)
-                         & drops["counter"].isin([c for c, v in per.items() if v > 0])]
+            snaps = int(snaps_a[pos].max())
+            per = per_counter.get(host, [])
+            devs = sorted(set(dev[pos[amount[pos] > 0]].tolist()))
+            rows = _select(drops, drop_hosts[host], dev_k=set(devs), counter={c for c, v in per if v > 0})
             out.append(finding(
                 "nic_rx_drops",
                 f"{host + ' ' if host else ''}{', '.join(devs[:4])}: the NIC dropped received packets ("
-                + ", ".join(f"{c} {'+' if snaps > 1 else ''}{int(v)}" for c, v in per.items() if v > 0)
+                + ", ".join(f"{c} {'+' if snaps > 1 else ''}{int(v)}" for c, v in per if v > 0)
                 + (" between snapshots" if snaps > 1 else "") + ").",
                 None, Location(host=str(host) or None, device=devs[0] if len(devs) == 1 else None),
                 {"drops": int(amt), "rising": snaps > 1, "netdevs": len(devs)},
                 evidence=_rows_refs(rows, "nic_rx_drops"),
             ))
-    pause = ns[ns["counter"].astype(str).str.match(r"^(?:rx|tx)_prio[0-7]_pause$")]
+    pause = ns[_matching(ns["counter"], _PAUSE)]
     if not pause.empty:
         s = _counter_series(pause, ["host_k", "dev_k", "counter"])
         s["amount"] = s["delta"].where(s["delta"].notna(), s["last"].astype(float))
-        for host, g in s.groupby("host_k", sort=True):
-            amt = float(g["amount"].sum())
-            snaps = int(g["snaps"].max())
+        amount, snaps_a, dev = s["amount"].to_numpy(float), s["snaps"].to_numpy(), s["dev_k"].to_numpy(object)
+        counter = s["counter"].to_numpy(object)
+        pause_hosts = _by_host(pause["host_k"].to_numpy(object))
+        for host, pos in _by_host(s["host_k"].to_numpy(object)).items():
+            amt = float(amount[pos].sum())
+            snaps = int(snaps_a[pos].max())
             if amt <= 0:
                 continue
-            rx = float(g.loc[g["counter"].str.startswith("rx"), "amount"].sum())
-            tx = float(g.loc[g["counter"].str.startswith("tx"), "amount"].sum())
-            prios = sorted({int(c[7]) for c in g.loc[g["amount"] > 0, "counter"]})
-            devs = sorted(set(g.loc[g["amount"] > 0, "dev_k"]))
-            rows = pause[(pause["host_k"] == host) & pause["dev_k"].isin(devs)]
+            a, c = amount[pos], counter[pos]
+            rx = float(a[np.array([str(x).startswith("rx") for x in c], dtype=bool)].sum())
+            tx = float(a[np.array([str(x).startswith("tx") for x in c], dtype=bool)].sum())
+            prios = sorted({int(x[7]) for x in c[a > 0]})
+            devs = sorted(set(dev[pos[a > 0]].tolist()))
+            rows = _select(pause, pause_hosts[host], dev_k=set(devs))
             out.append(finding(
                 "pfc_pause_frames",
                 f"{host + ' ' if host else ''}{', '.join(devs[:4])}: {'+' if snaps > 1 else ''}{int(rx)} pause frames"
@@ -744,47 +867,48 @@ def _net_pairs(ctx: Context) -> list[Finding]:
     """Both ends of NCCL's inter-node connections: a [send] line on one host and the matching [receive] line on
     another; the NIC index each side uses tells whether the connection joins two rails.
 
-    One regex pass over the lines joined into one block and a dict join (a 4,096-host job logs ~130k NET channel
-    lines): the [send] lines, each (channel, ranks, host) once, in log order, each joined to the matching
+    One regex pass over the lines joined into one block, then integer codes (a 4,096-host job logs ~130k NET
+    channel lines): the [send] lines, each (channel, ranks, host) once, in log order, each joined to the matching
     [receive] lines (also each once per host) in log order, which is the inner merge of the two."""
     ch = ctx.frame("NcclChannel")
     if ch.empty or "transport" not in ch:
         return []
-    net = ch[ch["transport"] == "NET"]
+    net = ch.loc[(ch["transport"] == "NET").to_numpy(), ["source", "line", "text", "host"]]
     if net.empty:
         return []
-    texts, hosts = net["text"].tolist(), _vals(net["host"])
-    nics: dict[int, str] = {}
-    sends: dict[tuple[str, object], int] = {}  # (key, host) -> row of its first [send] line
-    recvs: dict[str, list[int]] = {}  # key -> rows of the first [receive] line of each host
-    seen_recv: set[tuple[str, object]] = set()
+    texts, host_raw = net["text"].tolist(), net["host"].to_numpy(object)
     with gc_paused():  # ~100k small tuples: no cycles, and a collection pass would walk the whole bundle
-        found = _NET_CH_LINES.findall("\n".join(t.replace("\n", "\0") if type(t) is str else "" for t in texts))
-        for i, ((key, direction, nic), host) in enumerate(zip(found, hosts, strict=True)):
-            if direction == "send":
-                if (key, host) not in sends:
-                    sends[(key, host)] = i
-                    nics[i] = nic
-            elif direction and (key, host) not in seen_recv:
-                seen_recv.add((key, host))
-                recvs.setdefault(key, []).append(i)
-                nics[i] = nic
-    n_pairs = n_crossed = 0
-    same: list[int] = []  # the first pairs' [send] rows and the first crossed pairs, for evidence
-    crossed: list[tuple[int, int]] = []
-    for (key, host), si in sends.items():
-        for ri in recvs.get(key, ()):
-            if (host or "") == (hosts[ri] or ""):
-                continue
-            n_pairs += 1
-            if len(same) < 2:
-                same.append(si)
-            if nics[si] != nics[ri]:
-                n_crossed += 1
-                if len(crossed) < 3:
-                    crossed.append((si, ri))
+        # each line from its first "Channel " on (the regex's leftmost match starts there or later)
+        block = "\n".join(t[i:].replace("\n", "\0") if type(t) is str and (i := t.find("Channel ")) >= 0 else ""
+                          for t in texts)
+        key_s, direction, nic = (np.array(c, dtype=object) for c in zip(*_NET_CH_LINES.findall(block), strict=True))
+    key = pd.factorize(key_s)[0]
+    host, h_uniq = pd.factorize(host_raw)  # a missing host (-1) is a host of its own here
+    empty = int(pd.Index(h_uniq).get_indexer([""])[0])  # -1 when no host is ""
+    host_eq = np.where(host < 0, empty, host)  # but not when the two ends are compared (missing == "")
+
+    def first_per_host(rows: np.ndarray) -> np.ndarray:
+        """The first of ``rows`` (ascending) of each (connection, host), in row order."""
+        kh = key[rows].astype(np.int64) * (int(host.max()) + 2) + host[rows] + 1
+        return rows[np.sort(np.unique(kh, return_index=True)[1])]
+
+    sends = first_per_host(np.flatnonzero(direction == "send"))
+    recvs = first_per_host(np.flatnonzero(direction == "receive"))
+    recvs = recvs[np.argsort(key[recvs], kind="stable")]  # by connection, each in row order
+    # every [send] row against the [receive] rows of its connection: sends in row order, then receives
+    lo = np.searchsorted(key[recvs], key[sends], "left")
+    n = np.searchsorted(key[recvs], key[sends], "right") - lo
+    pair_s = np.repeat(sends, n)
+    pair_r = recvs[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
+    apart = host_eq[pair_s] != host_eq[pair_r]
+    pair_s, pair_r = pair_s[apart], pair_r[apart]
+    n_pairs = len(pair_s)
     if not n_pairs:
         return []
+    cross = nic[pair_s] != nic[pair_r]
+    n_crossed = int(cross.sum())
+    same = pair_s[:2].tolist()  # the first pairs' [send] rows and the first crossed pairs, for evidence
+    crossed = list(zip(pair_s[cross][:3].tolist(), pair_r[cross][:3].tolist(), strict=True))
     attrs: dict[str, str | int | float | bool | None] = {"pairs": n_pairs, "cross_pairs": n_crossed,
                                                           "same_pairs": n_pairs - n_crossed}
     src, line = net["source"].to_numpy(object), net["line"].to_numpy()
@@ -800,14 +924,14 @@ def _net_pairs(ctx: Context) -> list[Finding]:
     s0, r0 = crossed[0]
     c0 = _NET_CH.search(texts[s0])
     assert c0 is not None  # the line matched in the block
-    host_raw = net["host"].to_numpy(object)  # the summary prints the column's value ('nan' when missing)
+    # the summary prints the host column's value ('nan' when missing)
     ev = [ref(i, "nccl_net_pairs_cross_nic") for si, ri in crossed for i in (si, ri)]
     return [finding(
         "nccl_net_pairs_cross_nic",
         f"{n_crossed} of {n_pairs} inter-node NCCL connection(s) leave one host on one NIC index and arrive on"
         f" another (e.g. channel {c0['ch']}/{c0['ci']} {c0['src']}[{c0['sd']}] -> {c0['dst']}[{c0['dd']}]: NET/"
-        f"{nics[s0]} on {host_raw[s0]}, NET/{nics[r0]} on {host_raw[r0]}): cross-rail on a rail-optimized fabric.",
-        None, Location(host=sval(hosts[s0]), peer=sval(hosts[r0])), attrs, evidence=ev[:8],
+        f"{nic[s0]} on {host_raw[s0]}, NET/{nic[r0]} on {host_raw[r0]}): cross-rail on a rail-optimized fabric.",
+        None, Location(host=sval(host_raw[s0]), peer=sval(host_raw[r0])), attrs, evidence=ev[:8],
     )]
 
 
