@@ -4,10 +4,12 @@ what the general one gives on the real samples."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import pickle
 import random
+import re
 import shutil
 import tarfile
 import zipfile
@@ -75,6 +77,55 @@ def test_ibstat_line_memo_matches_the_pattern() -> None:
         assert ibstat._shape(line) == ibstat._shape_of(line), line
 
 
+def test_ibstat_field_heads_agree_with_the_line_pattern() -> None:
+    """A line whose text before its first colon is a field head is that field, its value the rest stripped;
+    every other line is left to the whole-line pattern, which then finds no field in it either."""
+    lines = {ln for p, t in TEXTS if "ibstat" in p.name for ln in t.split("\n")}
+    lines |= {"CA: 'mlx5_0'", "CA type:'x'", "Switch type: y", "Port 12:", "Port GUID:", "State : Active", "State:",
+              "  Link layer :  IB  ", "\x0bState: Init\x0c", "\u00a0State: Armed", "State\u00a0: Armed", "Bogus: 1",
+              "Port\u00a02:", "CA 'a:b'", "SM lid: 1: 2", "\tRate\t:\t400 (NDR)\r", "Base lid", ""}
+    fields = 0
+    for line in lines:
+        head, colon, rest = line.partition(":")
+        field = ibstat._field_heads[head] if colon else None
+        shape = ibstat._shape_of(line)
+        if field is not None:
+            fields += 1
+            assert shape == (*field, rest.strip()), line
+        else:
+            assert shape is None or shape[0] in (ibstat._NODE, ibstat._PORT), line
+    assert fields > 100
+
+
+def test_positional_maker_makes_the_records_the_keyword_constructor_makes() -> None:
+    values = {"source": "s", "line": 3, "text": "t", "host": None, "device": "mlx5_0", "port": 1, "state": "Active",
+              "phys_state": "LinkUp", "rate_gbps": 400.0, "width": None, "speed": "NDR", "link_layer": "InfiniBand",
+              "lid": 7, "sm_lid": 1, "port_guid": "0x1", "node_guid": None, "ca_type": "MT4129", "firmware": "28",
+              "active_mtu": 4096, "max_mtu": None}
+    made = _ib.positional_maker(_ib.IbPort)(*values.values())
+    want = _ib.IbPort(**values)
+    assert type(made) is _ib.IbPort and made == want and hash(made) == hash(want)
+    assert pickle.loads(pickle.dumps(made)) == want
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.state = "Down"  # type: ignore[misc]
+
+
+def test_dmesg_message_values_land_in_their_fields() -> None:
+    """The memoised message values fill each record class's fields between host and timestamp, in order."""
+    bodies = {
+        "mlx5_core 0000:19:00.0 ib0: mlx5_fw_fatal:1:(pid 5): Port module event: module 0, Cable unplugged":
+            {"bdf": "0000:19:00.0", "netdev": "ib0", "category": "module_event"},
+        "nvidia-peermem: module loaded": {"category": "loaded", "message": "module loaded"},
+        "ib0: lost carrier": {"category": "ib_link", "device": "ib0", "message": "lost carrier"},
+    }
+    for body, want in bodies.items():
+        cls, values = dmesg._message_of(body)  # type: ignore[misc]
+        rec = dmesg._MAKE[cls]("s", 1, "t", "h", *values, "12.5")
+        assert rec == cls(source="s", line=1, text="t", host="h", timestamp="12.5",
+                          **dict(zip([f.name for f in dataclasses.fields(cls)][4:-1], values, strict=True)))
+        assert rec.timestamp == "12.5" and all(getattr(rec, k) == v for k, v in want.items()), body
+
+
 def test_ibstat_sniff_scores() -> None:
     for _, text in TEXTS:
         head = text[:65536]
@@ -94,7 +145,7 @@ def test_ibstat_sniff_scores() -> None:
 
 
 def test_dmesg_message_memo_matches_the_patterns() -> None:
-    bodies = {dmesg._peel(ln).body for p, t in TEXTS for ln in t.split("\n")[:3000]}
+    bodies = {dmesg._peel(ln)[0] for p, t in TEXTS for ln in t.split("\n")[:3000]}
     for body in bodies:
         assert dmesg._message(body) == dmesg._message_of(body), body
 
@@ -113,8 +164,21 @@ def test_dmesg_peel_bracket_shortcut() -> None:
     for _, text in TEXTS:
         for ln in text.split("\n"):
             if ln.startswith("["):
-                for rx in (dmesg._PDSH_RE, dmesg._SYSLOG_RE, dmesg._PRINTK_LEVEL_RE, dmesg._DECODE_RE):
+                for rx in (dmesg._PDSH_RE, dmesg._SYSLOG_RE, dmesg._PRINTK_LEVEL_RE, dmesg._DECODE_RE,
+                           dmesg._ISO_TS_RE):
                     assert rx.match(ln) is None
+
+
+def test_dmesg_strong_pattern_first_characters() -> None:
+    """The first-character check in front of the strong-line pattern rejects no line the pattern matches."""
+    plain = re.compile(dmesg._SNIFF_STRONG)
+    extra = ["x nvidia_peermem y", "AER: x", "eth0: lost carrier", "mlx5_core 0000:3b:00.0: x", "amlx5_core 0000:3b:"]
+    hits = 0
+    for ln in extra + [ln for _, t in TEXTS for ln in t.split("\n")]:
+        m = plain.search(ln)
+        assert (m and m.span()) == ((m2 := dmesg._SNIFF_STRONG_RE.search(ln)) and m2.span()), ln
+        hits += m is not None
+    assert hits > 100
 
 
 def test_dmesg_negative_words_cover_the_pattern() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from types import ModuleType
 
 from diagnose.parsers import registry
 from diagnose.parsers.base import SNIFF_THRESHOLD
@@ -42,28 +44,32 @@ def _score(mod: object, head: str) -> int:
         return 0
 
 
+@lru_cache(maxsize=4096)
+def _hinted(lname: str) -> tuple[ModuleType, ...]:
+    """The parser modules, in registry order, whose name hints the lower-case base name ``lname`` holds: worked
+    out once per distinct name (a large bundle names thousands of per-host files alike)."""
+    return tuple(m for m in registry() if any(h in lname for h in _NAME_HINTS.get(m.FORMAT, ())))
+
+
 def _named_sure(head: str, lname: str) -> Sniffed | None:
     """The short way for a file whose name hints at a format and whose content that format's sniffer fully
     recognizes (the top score, which no other format can beat): a 4,096-host bundle has thousands of
     per-host ``ibstat.txt`` / ``dmesg.txt`` files, and asking all ~50 sniffers about each costs more than
     parsing them. The content still decides: a misnamed file fails the hinted sniffer and gets the full
     round."""
-    mods = registry()
-    for mod in mods:
-        hints = _NAME_HINTS.get(mod.FORMAT)
-        if not hints or not any(h in lname for h in hints):
-            continue
+    hinted = _hinted(lname)
+    for mod in hinted:
         s = _score(mod, head) + 5
         if s < 100:
             continue
         if not getattr(mod, "MIXABLE", False):
             return Sniffed((mod.FORMAT,), {mod.FORMAT: s})
         scores = {mod.FORMAT: s}
-        for other in mods:  # a mixable log can interleave other line-oriented logs: ask only those
+        for other in registry():  # a mixable log can interleave other line-oriented logs: ask only those
             if other is not mod and getattr(other, "MIXABLE", False):
                 o = _score(other, head)
                 if o > 0:
-                    scores[other.FORMAT] = o + (5 if any(h in lname for h in _NAME_HINTS.get(other.FORMAT, ())) else 0)
+                    scores[other.FORMAT] = o + (5 if other in hinted else 0)
         claimed = sorted(((v, f) for f, v in scores.items() if v >= SNIFF_THRESHOLD), key=lambda t: (-t[0], t[1]))
         if claimed[0][1] != mod.FORMAT:
             return None  # another log claims it as strongly: take the full round
@@ -80,6 +86,7 @@ def sniff_file(path: str, text: str, *, shortcut: bool = True) -> Sniffed:
     if sure is not None:
         return sure
     scores: dict[str, int] = {}
+    hinted = _hinted(lname)
     for mod in registry():
         if getattr(mod, "BINARY", False) and not hasattr(mod, "sniff"):
             continue  # binary-only formats are offered raw bytes, not text
@@ -89,7 +96,7 @@ def sniff_file(path: str, text: str, *, shortcut: bool = True) -> Sniffed:
             s = 0
         if s <= 0:
             continue
-        if any(h in lname for h in _NAME_HINTS.get(mod.FORMAT, ())):
+        if mod in hinted:
             s += 5
         scores[mod.FORMAT] = s
     claimed = sorted(

@@ -39,6 +39,7 @@ from diagnose.parsers._ib import (
     norm_link_layer,
     norm_phys_state,
     norm_state,
+    positional_maker,
     shell_line,
     to_int,
 )
@@ -108,7 +109,7 @@ def sniff(head: str) -> int:
     return 0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Port:
     number: int
     line: int
@@ -116,7 +117,7 @@ class _Port:
     fields: dict[str, tuple[int, str, str]] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Node:
     device: str
     line: int
@@ -146,45 +147,50 @@ def _link(state: str | None, phys: str | None, link_layer: str | None, raw_rate:
     return norm_state(state), norm_phys_state(phys), norm_link_layer(link_layer), rate, speed, readable
 
 
-def _build_port(node: _Node, port: _Port, source: str, problems: list[str]) -> IbPort:
-    f = port.fields
-    v = {key: t[2] for key, t in f.items()}
-    nv = {key: t[2] for key, t in node.fields.items()}
-    raw_rate = v.get("Rate")
+_NO_FIELD = (0, "", None)  # (line, text, value) of a field the block does not print
+_make_port = positional_maker(IbPort)
+
+
+def _node_values(node: _Node) -> tuple[str | None, str | None, str | None]:
+    """(node GUID, CA type, firmware) of a CA block, shared by its ports."""
+    nv = node.fields.get
+    return (
+        norm_guid(nv("Node GUID", _NO_FIELD)[2] or None),
+        nv("CA type", _NO_FIELD)[2] or nv("Switch type", _NO_FIELD)[2] or nv("Router type", _NO_FIELD)[2] or None,
+        nv("Firmware version", _NO_FIELD)[2] or None,
+    )
+
+
+def _build_port(
+    node: _Node, shared: tuple[str | None, str | None, str | None], port: _Port, source: str, problems: list[str]
+) -> IbPort:
+    get = port.fields.get
+    raw_rate = get("Rate", _NO_FIELD)[2]
     state, phys, link_layer, rate, speed, readable = _link(
-        v.get("State"), v.get("Physical state"), v.get("Link layer"), raw_rate
+        get("State", _NO_FIELD)[2], get("Physical state", _NO_FIELD)[2], get("Link layer", _NO_FIELD)[2], raw_rate
     )
     if not readable:
-        problems.append(f"line {f['Rate'][0]}: unparseable rate {raw_rate!r} for {node.device} port {port.number}")
-    st = f.get("State")
+        problems.append(f"line {get('Rate', _NO_FIELD)[0]}: unparseable rate {raw_rate!r} for {node.device} port {port.number}")
+    st = get("State")
     line, text = (st[0], st[1]) if st is not None else (port.line, port.text)
-    return IbPort(
-        source=source,
-        line=line,
-        text=clip(text),
-        host=node.host,
-        device=node.device,
-        port=port.number,
-        state=state,
-        phys_state=phys,
-        rate_gbps=rate,
-        width=None,
-        speed=speed,
-        link_layer=link_layer,
-        lid=to_int(v.get("Base lid")),
-        sm_lid=to_int(v.get("SM lid")),
-        port_guid=norm_guid(v.get("Port GUID")),
-        node_guid=norm_guid(nv.get("Node GUID") or None),
-        ca_type=nv.get("CA type") or nv.get("Switch type") or nv.get("Router type") or None,
-        firmware=nv.get("Firmware version") or None,
+    node_guid, ca_type, firmware = shared
+    return _make_port(  # the IbPort fields in order: source, line, text, host, device, port,
+        source, line, clip(text), node.host, node.device, port.number,
+        # state, phys_state, rate_gbps, width, speed, link_layer,
+        state, phys, rate, None, speed, link_layer,
+        # lid, sm_lid, port_guid, node_guid, ca_type, firmware, active_mtu, max_mtu
+        to_int(get("Base lid", _NO_FIELD)[2]), to_int(get("SM lid", _NO_FIELD)[2]),
+        norm_guid(get("Port GUID", _NO_FIELD)[2]), node_guid, ca_type, firmware, None, None,
     )
 
 
 def _flush(
     node: _Node, at_eof: bool, any_ports_before: bool, source: str, records: list[Record], problems: list[str]
 ) -> None:
-    for p in node.ports:
-        records.append(_build_port(node, p, source, problems))
+    if node.ports:
+        shared = _node_values(node)
+        for p in node.ports:
+            records.append(_build_port(node, shared, p, source, problems))
     where = f"block for {node.device}"
     last = node.ports[-1] if node.ports else None
     numports = to_int(node.fields["Number of ports"][2]) if "Number of ports" in node.fields else None
@@ -229,6 +235,37 @@ def _shape_of(line: str) -> tuple[int, str | int, str | bool] | None:
 # matched once per run, not once per file.
 _shape = lru_cache(maxsize=4096)(_shape_of)
 
+_KEY_HEAD_RE = re.compile(r"\s*[A-Za-z][A-Za-z ]*")
+
+
+def _field_head(head: str) -> tuple[int, str] | None:
+    """(_PORT_FIELD or _NODE_FIELD, key) when every line whose text before its first colon is ``head`` is that
+    field (then its value is the rest of the line, stripped: what :func:`_shape_of` gives); None when the line
+    must be matched whole."""
+    if not _KEY_HEAD_RE.fullmatch(head):
+        return None  # not a field key (a CA or port header, a prompt, a list entry)
+    key = head.strip()
+    if key in _PORT_KEYS:
+        return _PORT_FIELD, key
+    if key in _NODE_KEYS:
+        return _NODE_FIELD, key
+    return None
+
+
+class _FieldHeads(dict[str, tuple[int, str] | None]):
+    """:func:`_field_head` of each distinct head, memoised. The lines that stay unique across a cluster (GUIDs,
+    LIDs) are classified by their key alone, which a fabric prints in a handful of indentations; a plain dict
+    lookup (the memo is filled through ``__missing__``) is the cheapest per-line step there is."""
+
+    def __missing__(self, head: str) -> tuple[int, str] | None:
+        field = _field_head(head)
+        if len(head) <= _MEMO_CHARS and len(self) < 4096:  # bounded memory
+            self[head] = field
+        return field
+
+
+_field_heads = _FieldHeads()
+
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     records: list[Record] = []
@@ -244,6 +281,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     cur_host = host
     node: _Node | None = None
     port: _Port | None = None
+    # the field dicts a node or port field goes to (None outside a block): kept at hand for the field lines
+    fields_of: dict[int, dict[str, tuple[int, str, str]] | None] = {_NODE_FIELD: None, _PORT_FIELD: None}
     seen_ports = False
 
     def close(at_eof: bool) -> None:
@@ -252,6 +291,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             _flush(node, at_eof, seen_ports, source, records, problems)
             seen_ports = seen_ports or bool(node.ports)
         node, port = None, None
+        fields_of[_NODE_FIELD] = fields_of[_PORT_FIELD] = None
 
     if "\r" in text or "\x1b" in text:
         lines = iter_lines(text)
@@ -266,6 +306,13 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 if kind == "boundary":
                     close(False)
                 continue
+        head, colon, rest = line.partition(":")
+        field = _field_heads[head] if colon else None
+        if field is not None:
+            fields = fields_of[field[0]]
+            if fields is not None:
+                fields.setdefault(field[1], (n, line, rest.strip()))
+            continue
         shape = _shape(line) if len(line) <= _MEMO_CHARS else _shape_of(line)
         if shape is None:
             continue
@@ -273,15 +320,12 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if what == _NODE:
             close(False)
             node = _Node(device=a, line=n, alone=b, host=cur_host)  # type: ignore[arg-type]
+            fields_of[_NODE_FIELD] = node.fields
             continue
         if node is None:
             continue  # `ibstat -l` / `-p` lists and other text outside a CA block
-        if what == _PORT:
+        if what == _PORT:  # (the field lines were all taken by their head above)
             port = _Port(number=a, line=n, text=line)  # type: ignore[arg-type]
             node.ports.append(port)
-        elif what == _PORT_FIELD:
-            if port is not None:
-                port.fields.setdefault(a, (n, line, b))  # type: ignore[arg-type]
-        else:
-            node.fields.setdefault(a, (n, line, b))  # type: ignore[arg-type]
+            fields_of[_PORT_FIELD] = port.fields
     close(True)

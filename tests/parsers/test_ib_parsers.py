@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from diagnose.parsers._ib import (
     norm_guid,
     norm_phys_state,
     norm_state,
+    to_int,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -489,6 +491,26 @@ def test_sniff_keeps_ib_formats_apart() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(st.text(max_size=12), st.text("0123456789abcdefABCDEFx: \t\u0661\u00b2+_-", max_size=20)))
+def test_number_and_guid_quick_forms_keep_the_general_rules(value: str) -> None:
+    """``to_int`` reads plain decimals and ``norm_guid`` passes canonical GUIDs through without their general
+    rewriting: both must give what the rules below give for any text."""
+    v = value.strip()
+    try:
+        want_int = int(v, 16) if v.lower().startswith("0x") else int(v, 10)
+    except ValueError:
+        want_int = None
+    assert to_int(value) == want_int
+    digits = v[2:] if v.lower().startswith("0x") else v
+    canonical = "0x" + digits.lower().rjust(16, "0") if value and re.fullmatch(r"[0-9a-fA-F]{1,16}", digits) else None
+    if ":" not in v or v.lower().startswith("0x"):
+        assert norm_guid(value) == canonical
+    for guid in ("0x946dae030046f8e6", "0x946DAE030046F8E6", " 0x946dae030046f8e6", "946dae030046f8e6"):
+        assert norm_guid(guid) == "0x946dae030046f8e6"
+
 
 _SAMPLE_LINES = sorted(
     {
