@@ -202,7 +202,7 @@ RISING_FLOOR = 2
 # 4,096-host fabric after maintenance has ~10k ports with LinkDowned 1-4; pushing each through the rule engine
 # costs seconds and says nothing. 10 is ibcheckerrs' predefined threshold for SymbolErrors, LinkRecovers,
 # LinkDowned and RcvErrors (infiniband-diags), and no rule asks about a static count below it
-# (tests/test_catalog_thresholds.py keeps the rules' value thresholds at or above it).
+# (tests/test_counter_history.py keeps the rules' value thresholds at or above it).
 HISTORY_FLOOR = 10
 
 
