@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from itertools import compress, repeat
-from operator import itemgetter, methodcaller, not_
+from itertools import chain, compress
+from operator import itemgetter, not_
 from typing import Any
 
 import numpy as np
 
+from diagnose.gcpause import gc_paused
 from diagnose.models.records import TEXT_CLIP, ColumnBatch, ParseResult, Record, clip
 from diagnose.parsers._common import EnvSetting
 
@@ -39,13 +42,15 @@ _SNIFF = re.compile(r"^.*?\S+:\d+:\d+ \[\d+\] .*?NCCL (?:INFO|WARN) ", re.M)
 
 _NET_USING = re.compile(r"^NET/(?P<net>\w+) ?: Using (?P<devs>.*?)(?:; OOB (?P<oif>[\w.\-]+):(?P<oip>[^<\s]+)<\d+>)?\s*$")
 _NET_DEV = re.compile(r"\[(?P<i>\d+)\](?P<dev>[\w.\-]+)(?::(?P<port>\d+))?(?:/(?P<ll>IB|RoCE))?")
+# _INIT and _CHANNEL capture only what a record keeps, and never backtrack into a run of digits or non-blanks (the
+# next character never fits the run): they are applied to tens of thousands of messages at once.
 _INIT = re.compile(
-    r"(?:\[Rank \d+\] )?\w+ comm (?P<comm>\S+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cdev>\d+)"
-    r"(?: nvmlDev (?P<ndev>\d+))? busId (?P<bus>\w+)(?: commId (?P<cid>\S+))? - Init (?P<phase>START|COMPLETE)"
+    r"(?:\[Rank \d++\] )?\w++ comm \S++ rank (?P<rank>\d++) nranks (?P<nranks>\d++) cudaDev (?P<cdev>\d++)"
+    r"(?: nvmlDev \d++)? busId (?P<bus>\w++)(?: commId (?P<cid>\S++))? - Init (?P<phase>START|COMPLETE)"
 )
 _CHANNEL = re.compile(
-    r"^Channel (?P<ch>\d+)(?:/\d+)? : (?P<rank>\d+)\[(?P<rdev>\d+)\] -> (?P<peer>\d+)\[(?P<pdev>\d+)\]"
-    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S+)"
+    r"^Channel (?P<ch>\d++)(?:/\d++)? : (?P<rank>\d++)\[\d++\] -> (?P<peer>\d++)\[\d++\]"
+    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S++)"
 )
 _GDR = re.compile(r"^NET/(?P<net>\w+) ?: GPU Direct RDMA (?P<st>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<dev>[^']+)'")
 _GDR_GPU = re.compile(
@@ -230,12 +235,24 @@ def sniff(head: str) -> int:
 
 _LEAD_DIGITS = re.compile(r"(\d+)")
 _NET_NO_DEVICE = re.compile(r"^NET/(\w+) ?: No device found")
-# The usual line, ``<host>:<pid>:<tid> [<cudaDev>] NCCL INFO <msg>``: where the text before the first ``] NCCL INFO ``
-# is _PLAIN_PREFIX whole, _PREFIX would match the line from its first character with exactly these groups. _LINES
-# splits every line of a text in one call: (text before ``] NCCL INFO ``, message), or ("", "") for a line without
-# it, one pair per line. Lines whose prefix is not plain go through _PREFIX.
-_PLAIN_PREFIX = re.compile(r"(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)")
-_LINES = re.compile(r"^(?:([^\]\n]*)\] NCCL INFO (.*)|.*)$", re.M)
+
+# Where an INFO message goes, its leading blanks skipped as ``str.strip`` would: a message that names a rank (4 to 8
+# ``Channel`` lines, a ``comm`` line and two ``ncclCommInitRank`` lines per rank, each logged once, tens of thousands
+# of them) to the group of its kind, parsed in bulk per kind; any other message, whole, to the last group, classified
+# once per distinct message (a large job repeats the same few dozen on every rank).
+_ROUTE = r"(?:[^\S\n]*+(?:(Channel.*)|(comm .*)|(ncclCommInitRank .*))|(.*))"  # blanks, but never the line's end
+# The usual line, ``<host>:<pid>:<tid> [<cudaDev>] NCCL INFO <msg>``: _LINES splits every line of a text in one call,
+# one tuple per line, (host, pid, dev, *the groups of _ROUTE), all "" for a line of any other shape (those go through
+# _PREFIX, and their message through _MESSAGE). A line matches exactly where _PREFIX would match it from its first
+# character with these groups, but for the ASCII classes (\w and \d match any script, and cost more): a host or a
+# number in another script takes the general path, to the same record. The possessive quantifiers fail a line of
+# another shape without backtracking.
+_LINES = re.compile(
+    r"^(?:([A-Za-z0-9][A-Za-z0-9_.\-]*+):([0-9]++):[0-9]++ \[([0-9]++)\] NCCL INFO " + _ROUTE + r"|.*)$", re.M
+)
+_MESSAGE = re.compile(_ROUTE)
+_HOST, _PID, _DEV, _CHANNEL_MSG, _COMM_MSG, _INIT_MSG, _OTHER_MSG = range(7)  # the groups of _LINES
+_NO_LINE = ("",) * 7
 
 # What a message is, before the line it is on: (record type, the record's own fields in declaration order).
 _Kind = tuple[type, tuple[Any, ...]]
@@ -258,9 +275,9 @@ def _via(via: str) -> tuple[str, str | None, int | None, bool]:
 
 
 def _init_rank(g: tuple[str | None, ...]) -> tuple[Any, ...]:
-    """NcclInitRank's fields from the groups of _INIT (comm, rank, nranks, cdev, ndev, bus, cid, phase); a group that
-    took no part is None or "" (in bulk)."""
-    return int(g[1]), int(g[2]), int(g[3]), g[5], g[6] or None, g[7]  # type: ignore[arg-type]
+    """NcclInitRank's fields from the groups of _INIT (rank, nranks, cdev, bus, cid, phase); a group that took no part
+    is None or "" (in bulk)."""
+    return int(g[0]), int(g[1]), int(g[2]), g[3], g[4] or None, g[5]  # type: ignore[arg-type]
 
 
 def _plugin(msg: str) -> _Kind:
@@ -275,9 +292,8 @@ def _plugin(msg: str) -> _Kind:
 
 
 def _classify(msg: str) -> _Kind | None:
-    """The record an INFO message makes, or None, for any message but ``Channel...`` and ``comm ...`` (``_whats``
-    parses those in bulk). It depends on the message alone, so ``parse`` asks once per distinct message: a large
-    job repeats the same few dozen messages on every rank."""
+    """The record a stripped INFO message makes, or None, for any message but those _ROUTE sends to a kind of its own
+    (``_channels``, ``_comms`` and ``_init_ranks`` parse those, the last handing back what _INIT does not match)."""
     c = msg[:1]
     if c == "C":
         m = _RINGS.match(msg)
@@ -362,36 +378,21 @@ _TYPES: dict[str, type] = {c.__name__: c for c in _TABLE_TYPES}
 _ENV_NO = -1
 _NOTHING = (-2,)  # a message that makes no record
 _DAMAGED = -3  # (_DAMAGED, problem): a message the classifier choked on
-_WARN_NO = _TABLE_NO[NcclWarn]
 
 
+@lru_cache(maxsize=1 << 16)
 def _what(msg: str) -> tuple[Any, ...]:
-    """(table number, *the record's own fields) of a stripped INFO message that ``_classify`` handles. One tuple of
-    plain values, with no reference to a type or a list: the garbage collector then untracks it at once instead of
-    scanning it at every collection."""
+    """(table number, *the record's own fields) of an INFO message ``_classify`` handles, as logged. One tuple of
+    plain values, with no reference to a type or a list: the garbage collector untracks it at once. Cached across
+    calls: a large log is parsed in chunks, and a host's messages (its address, its devices) are in all of them."""
     try:
-        kind = _classify(msg)
+        kind = _classify(msg.strip())
     except (ValueError, IndexError) as exc:  # defensive: a damaged line is reported, never fatal
         return _DAMAGED, f"unparseable NCCL INFO line ({exc})"
     if kind is None:
         return _NOTHING
     cls, fields = kind
     return (_ENV_NO if cls is EnvSetting else _TABLE_NO[cls], *fields)
-
-
-def _whats(msgs: list[str]) -> list[tuple[Any, ...]]:
-    """``_what`` of each of ``msgs`` (distinct INFO messages, as logged). The messages that name a rank are each
-    logged once, tens of thousands of them (4 to 8 ``Channel`` lines, a ``comm`` line and two ``Init`` lines per
-    rank): they are parsed in bulk, one regex call for all; the others one by one. A bulk route takes exactly the
-    messages whose branch of ``_classify`` it replaces (by their first word), so the result is the same."""
-    stripped = list(map(str.strip, msgs))
-    out: list[tuple[Any, ...] | None] = [None] * len(msgs)
-    for prefix, bulk in (("Channel", _channels), ("comm ", _comms), ("ncclCommInitRank ", _init_ranks)):
-        at = list(compress(range(len(stripped)), map(methodcaller("startswith", prefix), stripped)))
-        if at:
-            for i, what in zip(at, bulk(_take(stripped, at)), strict=True):
-                out[i] = what
-    return [_what(m) if what is None else what for m, what in zip(stripped, out, strict=True)]
 
 
 @lru_cache(maxsize=8)
@@ -404,57 +405,48 @@ def _bulk_pattern(pattern: re.Pattern[str], search: bool) -> re.Pattern[str]:
 def _bulk_groups(pattern: re.Pattern[str], msgs: list[str], search: bool = False) -> list[tuple[str, ...]]:
     """``pattern.match(m).groups()`` (``search``: ``pattern.search(m)``) for each message, from one regex call over
     all of them: a group that took no part, or a message that did not match, gives "" (the patterns used here never
-    match an empty group)."""
+    match an empty group). Trailing blanks left on a message change no group: no pattern here ends in a blank."""
     found = _bulk_pattern(pattern, search).findall("\n".join(msgs))
     if len(found) != len(msgs):  # cannot happen: a message is one line
         raise ValueError("bulk match out of step")
     return found
 
 
-def _channels(msgs: list[str]) -> list[tuple[Any, ...]]:
-    """``Channel 02/0 : 8[0] -> 9[1] [send] via NET/IB/0/GDRDMA`` -> (NcclChannel's number, channel, rank, peer,
-    direction, transport, net, net_dev, gdr, via)."""
+# A bulk parser: messages of one kind -> (the positions of those that make a record, their fields as columns).
+_Columns = dict[str, Any]  # field name -> list of values, or an int64 array (_ints)
+
+
+def _channels(msgs: list[str]) -> tuple[list[int], _Columns]:
+    """``Channel 02/0 : 8[0] -> 9[1] [send] via NET/IB/0/GDRDMA`` -> NcclChannel's fields; a message _CHANNEL does
+    not match makes no record."""
     found = _bulk_groups(_CHANNEL, msgs)
     hit = list(compress(range(len(found)), map(itemgetter(0), found)))
-    out: list[tuple[Any, ...]] = [_NOTHING] * len(msgs)
-    if hit:
-        groups = _take(found, hit)  # ch, rank, rdev, peer, pdev, dir, via
-        col = [list(map(itemgetter(k), groups)) for k in range(7)]
-        paths = list(map(_via, col[6]))  # transport, net, net_dev, gdr
-        rows = zip(repeat(_TABLE_NO[NcclChannel]), map(int, col[0]), map(int, col[1]), map(int, col[3]),
-                   [d or None for d in col[5]], *(map(itemgetter(k), paths) for k in range(4)), col[6])
-        if len(hit) == len(msgs):  # the usual case: every one is a channel line
-            return list(rows)
-        for i, row in zip(hit, rows, strict=True):
-            out[i] = row
-    return out
+    ch, rank, peer, direction, via = _transpose(_take(found, hit), 5)
+    paths = _transpose(_each_distinct(_via, via), 4)  # transport, net, net_dev, gdr
+    return hit, {"channel": _ints(ch), "rank": _ints(rank), "peer": _ints(peer),
+                 "direction": [d or None for d in direction], "transport": paths[0], "net": paths[1],
+                 "net_dev": paths[2], "gdr": paths[3], "via": via}
 
 
-def _init_ranks(msgs: list[str]) -> list[tuple[Any, ...] | None]:
-    """``ncclCommInitRank comm 0x.. rank R nranks N cudaDev D ... busId B commId C - Init START`` -> (NcclInitRank's
-    number, *fields); None where _INIT does not match (``_classify`` then decides, as for any message)."""
-    no = _TABLE_NO[NcclInitRank]
-    return [(no, *_init_rank(g)) if g[1] else None for g in _bulk_groups(_INIT, msgs, search=True)]
-
-
-def _comms(msgs: list[str]) -> list[tuple[Any, ...]]:
-    """``comm 0x.. rank R nRanks N nNodes M localRanks L ...`` -> (NcclCommInfo's number, rank, nranks, nnodes,
-    local_ranks)."""
+def _comms(msgs: list[str]) -> tuple[list[int], _Columns]:
+    """``comm 0x.. rank R nRanks N nNodes M localRanks L ...`` -> NcclCommInfo's fields; a message _COMM does not
+    match makes no record."""
     found = _bulk_groups(_COMM, msgs)
-    out: list[tuple[Any, ...]] = [_NOTHING] * len(msgs)
-    no = _TABLE_NO[NcclCommInfo]
-    for i, g in enumerate(found):
-        if g[0]:
-            out[i] = (no, *map(int, g))
-    return out
+    hit = list(compress(range(len(found)), map(itemgetter(0), found)))
+    names = ("rank", "nranks", "nnodes", "local_ranks")
+    return hit, {name: _ints(col) for name, col in zip(names, _transpose(_take(found, hit), 4), strict=True)}
 
 
-@lru_cache(maxsize=1 << 16)
-def _plain_prefix(prefix: str) -> tuple[str, int, int, None] | bool:
-    """(host, pid, dev, no timestamp) of the usual prefix, or False (the line then goes through _PREFIX). Cached
-    across calls: a large log is parsed in chunks, and a rank's lines are spread over all of them."""
-    m = _PLAIN_PREFIX.fullmatch(prefix)
-    return (m["host"], int(m["pid"]), int(m["dev"]), None) if m else False
+def _init_ranks(msgs: list[str]) -> tuple[list[int], _Columns]:
+    """``ncclCommInitRank comm 0x.. rank R nranks N cudaDev D ... busId B commId C - Init START`` -> NcclInitRank's
+    fields; a message _INIT does not match is left out (``parse`` classifies it as any other message)."""
+    found = _bulk_groups(_INIT, msgs, search=True)
+    hit = list(compress(range(len(found)), map(itemgetter(0), found)))
+    names = ("rank", "nranks", "cuda_dev", "bus_id", "comm_id", "phase")
+    return hit, dict(zip(names, _transpose(list(map(_init_rank, _take(found, hit))), 6), strict=True))
+
+
+_BULK = ((_CHANNEL_MSG, NcclChannel, _channels), (_COMM_MSG, NcclCommInfo, _comms), (_INIT_MSG, NcclInitRank, _init_ranks))
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
@@ -462,91 +454,141 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     type's name, columns = its fields): a 4,096-host job logs ~650k lines, and one object per line cost more than
     the rest of the parse. ``EnvSetting`` lines stay records (other parsers fill that table too).
 
-    No Python statement runs per line of the usual shape: one regex call splits all lines into prefix and message,
-    each distinct message is classified once and each distinct prefix (a rank's) parsed once, and the rows are
-    picked per table with C-level maps. Only lines of other shapes (timestamps, launcher prefixes, WARN) go
-    through the general regex one by one."""
+    No Python statement runs per line of the usual shape: one regex call splits all lines (prefix fields, and the
+    message by kind), each kind that names a rank is parsed in bulk, each distinct other message classified once,
+    and the columns are picked with C-level maps. Only lines of other shapes (timestamps, launcher prefixes, WARN)
+    go through the general regex one by one."""
+    with gc_paused():  # nothing built here forms a cycle, and the per-line tuples die in _parse, before it resumes
+        return _parse(text, source, host)
+
+
+def _parse(text: str, source: str, host: str | None) -> ParseResult:
     raws = text.split("\n")
-    pairs = _LINES.findall(text)
-    if len(pairs) != len(raws):  # cannot happen (one match per line); if it did, every line takes the general path
-        pairs = [("", "")] * len(raws)
-    msgs = list(map(itemgetter(1), pairs))
-    prefixes = list(map(itemgetter(0), pairs))
-    del pairs
-    distinct = list(dict.fromkeys(msgs))
-    whats = dict(zip(distinct, _whats(distinct), strict=True))
-    rows_what: list[tuple[Any, ...]] = list(map(whats.__getitem__, msgs))
-    del msgs
-    distinct = list(dict.fromkeys(prefixes))
-    whos = dict(zip(distinct, map(_plain_prefix, distinct), strict=True))
-    rows_who: list[Any] = list(map(whos.__getitem__, prefixes))
-    del prefixes
-    for i in compress(range(len(rows_who)), map(not_, rows_who)):  # lines of any other shape
-        rows_what[i] = _NOTHING
-        raw = raws[i]
-        if "NCCL " not in raw:
+    found = _LINES.findall(text)
+    if len(found) != len(raws):  # cannot happen (one match per line); if it did, every line takes the general path
+        found = [_NO_LINE] * len(raws)
+    warns, stamps = _other_shapes(found, raws)
+    problems: list[str] = []
+    env: list[tuple[int, tuple[Any, ...], tuple[Any, ...]]] = []
+    parts: dict[int, list[tuple[list[int], _Columns]]] = defaultdict(list)
+    if warns:
+        lines, *columns = _transpose(warns, 8)
+        parts[_TABLE_NO[NcclWarn]].append(
+            (lines, dict(zip(("host", "pid", "dev", "timestamp", "src", "func", "message"), columns, strict=True))))
+    for group, cls, bulk in _BULK:
+        at = list(compress(range(len(found)), map(itemgetter(group), found)))
+        if not at:
             continue
-        m = _PREFIX.search(raw)
-        if not m:
-            continue
-        rows_who[i] = (m["host"], int(m["pid"]), int(m["dev"]), m["ts"])
-        level = m["level"]
-        if level == "WARN" or level == "ABORT":
-            rows_what[i] = (_WARN_NO, m["src"], m["func"], m["msg"].strip())
-        elif level == "INFO":
-            rows_what[i] = whats.get(m["msg"]) or _whats([m["msg"]])[0]
-    table = np.fromiter(map(itemgetter(0), rows_what), dtype=np.int64, count=len(rows_what))
-    problems = [f"line {i + 1}: {rows_what[i][1]}" for i in np.flatnonzero(table == _DAMAGED).tolist()]
-    rows = np.flatnonzero(table >= _ENV_NO)  # the lines that make a record, in order
-    records = _records(rows, table[rows], raws, rows_who, rows_what, source, host, "\r" in text)
-    if text and not text.endswith("\n") and len(rows) and rows[-1] == len(raws) - 1:
+        rows = _take(found, at)
+        hit, columns = bulk(list(map(itemgetter(group), rows)))
+        if len(hit) < len(at):
+            if bulk is _init_ranks:  # the messages _INIT does not match are classified as any other
+                for i in set(at).difference(_take(at, hit)):
+                    found[i] = (*found[i][:_CHANNEL_MSG], "", "", "", found[i][_INIT_MSG])
+            at, rows = _take(at, hit), _take(rows, hit)
+        if at:
+            parts[_TABLE_NO[cls]].append((at, {**_who(at, rows, stamps), **columns}))
+    at = list(compress(range(len(found)), map(itemgetter(_OTHER_MSG), found)))
+    if at:
+        rows = _take(found, at)
+        whats = _each_distinct(_what, list(map(itemgetter(_OTHER_MSG), rows)))
+        table = np.fromiter(map(itemgetter(0), whats), dtype=np.int64, count=len(whats))
+        order = np.argsort(table, kind="stable")  # by table, each in line order
+        present, starts = np.unique(table[order], return_index=True)
+        for no, lo, hi in zip(present.tolist(), starts.tolist(), [*starts[1:].tolist(), len(order)], strict=True):
+            pos = order[lo:hi].tolist()
+            lines, row_whats = _take(at, pos), _take(whats, pos)
+            if no == _DAMAGED:
+                problems.extend(f"line {i + 1}: {what[1]}" for i, what in zip(lines, row_whats, strict=True))
+            elif no == _ENV_NO:
+                env.extend(zip(lines, _take(rows, pos), row_whats, strict=True))
+            elif no >= 0:
+                names = [f.name for f in dataclasses.fields(_TABLE_TYPES[no])][len(_BASE_FIELDS):]
+                columns = dict(zip(names, _transpose(row_whats, len(names) + 1)[1:], strict=True))
+                parts[no].append((lines, {**_who(lines, _take(rows, pos), stamps), **columns}))
+    records = _env_records(env, raws, source, "\r" in text)
+    records += _batches(parts, raws, source, host, "\r" in text)
+    made = [lines[-1] for tparts in parts.values() for lines, _ in tparts] + [e[0] for e in env[-1:]]
+    if text and not text.endswith("\n") and made and max(made) == len(raws) - 1:
         last = raws[-1]
         if "NCCL" in last and not last.rstrip().endswith((")", ".", "COMPLETE", "START")) and len(last) < 30:
             problems.append("truncated: the last line ends mid-message")
     return ParseResult(format=FORMAT, records=records, problems=problems)
 
 
-def _records(rows: np.ndarray, table: np.ndarray, raws: list[str], whos: list[tuple[str, int, int, str | None]],
-             whats: list[tuple[Any, ...]], source: str, host: str | None, has_cr: bool) -> list[Record]:
-    """The rows (0-based line indexes, ascending, and their table numbers), split by table: a ColumnBatch per record
-    type (columns named after its fields, in line order) and the EnvSetting records. Column values stay Python
-    objects (lists) so that ``build_frames`` infers each column's dtype once over the whole table, as it does for
-    records; only ``line`` and the fields that are never None are arrays (``line`` for the offset of a chunk to be
-    added in place). Every step is one C call per column (itemgetter, map): only EnvSetting records are built one
-    by one."""
-    records: list[Record] = []
-    if not len(rows):
-        return records
-    order = np.argsort(table, kind="stable")  # by table, each in line order
-    present, starts = np.unique(table[order], return_index=True)
-    ends = [*starts[1:].tolist(), len(order)]
-    for no, lo, hi in zip(present.tolist(), starts.tolist(), ends, strict=True):
-        idx = rows[order[lo:hi]]
-        at = idx.tolist()
-        row_whos, row_whats, row_texts = _take(whos, at), _take(whats, at), _take(raws, at)
-        if has_cr or max(map(len, row_texts)) > TEXT_CLIP:
-            row_texts = list(map(clip, row_texts))
-        row_lines = idx + 1
-        if no == _ENV_NO:
-            records.extend(
-                EnvSetting(name=f[1], value=f[2], origin="nccl_log", source=source, line=n, text=t, host=w[0])
-                for n, t, w, f in zip(row_lines.tolist(), row_texts, row_whos, row_whats, strict=True)
-            )
+def _other_shapes(found: list[tuple[str, ...]], raws: list[str]) -> tuple[list[tuple[Any, ...]], dict[int, str]]:
+    """The lines _LINES left whole (lines of any other shape) through the general regex: a WARN or ABORT line gives an
+    NcclWarn row (line index, host, pid, dev, timestamp, src, func, message); an INFO line is put into ``found`` as
+    _LINES would have split it, its timestamp, if any, kept by line index."""
+    warns: list[tuple[Any, ...]] = []
+    stamps: dict[int, str] = {}
+    for i in compress(range(len(found)), map(not_, map(itemgetter(_HOST), found))):
+        raw = raws[i]
+        if "NCCL " not in raw:
             continue
+        m = _PREFIX.search(raw)
+        if not m:
+            continue
+        level = m["level"]
+        if level == "WARN" or level == "ABORT":
+            warns.append((i, m["host"], int(m["pid"]), int(m["dev"]), m["ts"], m["src"], m["func"], m["msg"].strip()))
+        elif level == "INFO":
+            found[i] = (m["host"], m["pid"], m["dev"], *_MESSAGE.fullmatch(m["msg"]).groups())  # type: ignore[union-attr]
+            if m["ts"]:
+                stamps[i] = m["ts"]
+    return warns, stamps
+
+
+def _who(lines: list[int], rows: list[tuple[str, ...]], stamps: dict[int, str]) -> _Columns:
+    """NcclRecord's host, pid, dev and timestamp columns of the lines ``lines``, split into ``rows`` by _LINES."""
+    return {"host": list(map(itemgetter(_HOST), rows)), "pid": _ints(list(map(itemgetter(_PID), rows))),
+            "dev": _ints(list(map(itemgetter(_DEV), rows))),
+            "timestamp": list(map(stamps.get, lines)) if stamps else [None] * len(lines)}
+
+
+def _texts(raws: list[str], lines: list[int], has_cr: bool) -> list[str]:
+    texts = _take(raws, lines)
+    return list(map(clip, texts)) if texts and (has_cr or max(map(len, texts)) > TEXT_CLIP) else texts
+
+
+def _env_records(env: list[tuple[int, tuple[str, ...], tuple[Any, ...]]], raws: list[str], source: str,
+                 has_cr: bool) -> list[Record]:
+    """The EnvSetting records of ``env`` rows (line index, split line, classification), in line order."""
+    lines, rows, whats = _transpose(env, 3)
+    return [EnvSetting(name=w[1], value=w[2], origin="nccl_log", source=source, line=i + 1, text=t, host=r[_HOST])
+            for i, t, r, w in zip(lines, _texts(raws, lines, has_cr), rows, whats, strict=True)]
+
+
+def _batches(parts: dict[int, list[tuple[list[int], _Columns]]], raws: list[str], source: str, host: str | None,
+             has_cr: bool) -> list[Record]:
+    """A ColumnBatch per table from its parts (line indexes, ascending, and the columns of those lines, but source,
+    line and text), in table order. A table filled from more than one route (an NcclInitRank line of another shape
+    than ``ncclCommInitRank ...``) is put back in line order. Column values stay Python objects (lists) so that
+    ``build_frames`` infers each column's dtype once over the whole table, as it does for records; only ``line`` and
+    the fields that are never None are arrays (``line`` for the offset of a chunk to be added in place)."""
+    out: list[Record] = []
+    for no in sorted(parts):
         cls = _TABLE_TYPES[no]
-        columns: dict[str, object] = {"source": [source] * len(at), "line": row_lines, "text": row_texts}
-        # itemgetter per column, not zip(*rows): zip would make an iterator object per row
-        columns.update((name, list(map(itemgetter(k), row_whos))) for k, name in enumerate(_BASE_FIELDS[3:]))
-        names = [f.name for f in dataclasses.fields(cls)][len(_BASE_FIELDS):]
-        columns.update((name, list(map(itemgetter(k), row_whats))) for k, name in enumerate(names, 1))
+        names = [f.name for f in dataclasses.fields(cls)][len(_BASE_FIELDS) - 4:]  # host onwards
+        lines, columns = parts[no][0]
+        if len(parts[no]) > 1:
+            lines = list(chain.from_iterable(lines for lines, _ in parts[no]))
+            columns = {name: list(chain.from_iterable(_values(c[name]) for _, c in parts[no])) for name in names}
+            order = np.argsort(lines, kind="stable").tolist()
+            lines = _take(lines, order)
+            columns = {name: _take(values, order) for name, values in columns.items()}
+        row_lines = np.array(lines, dtype=np.int64) + 1
+        batch: dict[str, object] = {"source": [source] * len(lines), "line": row_lines,
+                                    "text": _texts(raws, lines, has_cr)}
+        batch.update((name, columns[name]) for name in names)  # in the order of the fields
         for name, dtype in _typed_columns(cls):
             try:
-                columns[name] = np.array(columns[name], dtype=dtype)
+                batch[name] = np.asarray(batch[name], dtype=dtype)
             except OverflowError:  # an integer beyond int64: left to pandas, as for records
                 pass
-        records.append(ColumnBatch(source=source, line=int(row_lines[0]), text="", host=host, table=cls.__name__,
-                                   columns=columns, line_columns=("line",)))
-    return records
+        out.append(ColumnBatch(source=source, line=int(row_lines[0]), text="", host=host, table=cls.__name__,
+                               columns=batch, line_columns=("line",)))
+    return out
 
 
 @cache
@@ -558,9 +600,35 @@ def _typed_columns(cls: type) -> tuple[tuple[str, type], ...]:
     return tuple((f.name, dtypes[f.type]) for f in dataclasses.fields(cls) if f.type in dtypes and f.name != "line")
 
 
+def _ints(digits: list[str]) -> np.ndarray | list[int]:
+    """``int()`` of each of ``digits`` (runs of digits) as the int64 array ``_typed_columns`` makes of an int field
+    (numpy reads them as ``int`` does, without a Python int per value), or Python ints where one is beyond int64."""
+    try:
+        return np.array(digits, dtype=np.int64)
+    except OverflowError:
+        return list(map(int, digits))
+
+
+def _values(column: np.ndarray | list[Any]) -> list[Any]:
+    """A column as Python values (an array of ``_ints`` joined to a list must not leave numpy ints in it)."""
+    return column.tolist() if isinstance(column, np.ndarray) else column
+
+
 def _take(seq: list[Any], positions: list[int]) -> list[Any]:
     """``[seq[i] for i in positions]`` in one C call."""
-    return [seq[positions[0]]] if len(positions) == 1 else list(itemgetter(*positions)(seq))
+    return list(itemgetter(*positions)(seq)) if len(positions) > 1 else [seq[i] for i in positions]
+
+
+def _each_distinct(fn: Callable[[Any], Any], values: list[Any]) -> list[Any]:
+    """``list(map(fn, values))``, calling ``fn`` once per distinct value: a column repeats a few values, and a dict
+    lookup costs a fraction of a call (even of an ``lru_cache`` hit)."""
+    table = {v: fn(v) for v in dict.fromkeys(values)}
+    return list(map(table.__getitem__, values))
+
+
+def _transpose(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """The first ``width`` columns of ``rows``, one C-level map each (``zip(*rows)`` makes an object per row)."""
+    return [list(map(itemgetter(k), rows)) for k in range(width)]
 
 
 def as_records(result: ParseResult) -> list[Record]:

@@ -115,3 +115,48 @@ def test_a_launcher_prefix_changes_nothing_but_the_text(name: str, text: str) ->
     for a, b in zip(plain, prefixed, strict=True):
         fields = [f for f in a.__dataclass_fields__ if f != "text"]
         assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+
+
+# Messages of the kinds parsed in bulk, in the shapes that take another route: leading and trailing blanks, an
+# ``ncclCommInitRank`` line _INIT does not parse next to an Init line of another wording (both classified one by one,
+# into the table the bulk lines fill), a host in another script (the general regex), a timestamp, an empty message
+# followed by a line that starts like a message.
+ROUTES = (
+    "gpu-a02:99:99 [3] NCCL INFO \t Channel 02/0 : 3[3] -> 4[4] [receive] via NET/IB/1/GDRDMA  \n"
+    "gpu-a02:99:99 [3] NCCL INFO ncclCommInitRank comm 0x1 rank 3 nranks 16 cudaDev 3 busId 1b000 - Init START\n"
+    "gpu-a02:99:99 [3] NCCL INFO ncclCommInitRank comm 0x1 rank x\n"
+    "gpu-a02:99:99 [3] NCCL INFO ncclCommInitRankConfig comm 0x1 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 1b000 "
+    "commId 0x9 - Init COMPLETE\n"
+    "gpu-a02:99:99 [3] NCCL INFO  comm 0x1 rank 3 nRanks 16 nNodes 2 localRanks 8 \n"
+    "gpu-a02:99:99 [3] NCCL INFO Channel 03/0 : garbled\n"
+    "gpü-a03:7:7 [1] NCCL INFO Channel 00/0 : 8[1] -> 9[2] via P2P/IPC\n"
+    "[2026-02-25 16:34:01] gpu-a02:99:99 [3] NCCL INFO comm 0x1 rank 4 nRanks 16 nNodes 2 localRanks 8\n"
+    "gpu-a02:99:99 [3] NCCL INFO \n"
+    "Channel 04/0 : 3[3] -> 4[4] via P2P/IPC\n"
+    "gpu-a02:99:99 [3] NCCL INFO Using network IB\n"
+)
+
+
+def test_messages_that_name_a_rank_whatever_their_route() -> None:
+    res = nccl_log.parse(ROUTES, "x")
+    assert res.problems == []
+    recs = nccl_log.as_records(res)
+    assert [(type(r).__name__, r.line) for r in recs] == [
+        ("NcclChannel", 1), ("NcclInitRank", 2), ("NcclInitRank", 4), ("NcclCommInfo", 5), ("NcclChannel", 7),
+        ("NcclCommInfo", 8), ("NcclUsingNetwork", 11),
+    ]
+    ch = recs[0]
+    assert (ch.channel, ch.rank, ch.peer, ch.direction, ch.transport, ch.net, ch.net_dev, ch.gdr, ch.via) == (
+        2, 3, 4, "receive", "NET", "IB", 1, True, "NET/IB/1/GDRDMA")
+    assert (recs[1].phase, recs[1].comm_id, recs[2].phase, recs[2].comm_id) == ("START", None, "COMPLETE", "0x9")
+    assert (recs[3].rank, recs[3].local_ranks, recs[3].timestamp, recs[5].rank, recs[5].timestamp) == (
+        3, 8, None, 4, "2026-02-25 16:34:01")
+    assert (recs[4].host, recs[4].pid, recs[4].dev, recs[4].transport) == ("gpü-a03", 7, 1, "P2P")
+    # whole, in chunks of one line, and with every line through the general regex: the same rows
+    frames = build_frames(res.records)
+    _assert_same(build_frames([r for p in _chunked(ROUTES, 11) for r in p.records]), frames)
+    prefixed = nccl_log.parse("".join("0: " + ln for ln in ROUTES.splitlines(keepends=True)), "x")
+    got = build_frames(prefixed.records)
+    assert sorted(got) == sorted(frames)
+    for name, df in frames.items():
+        pd.testing.assert_frame_equal(got[name].drop(columns="text"), df.drop(columns="text"), check_exact=True)
