@@ -97,3 +97,97 @@ def test_ber_uses_the_window_and_the_link_rate(tmp_path: Path) -> None:
     # 3 errors over 720 s at 400 Gb/s: 3 / (400e9 * 720) = 1.04e-14, just over the 12-minute PDR limit
     assert a["window_s"] == 720 and a["link_gbps"] == 400.0
     assert abs(a["ber"] - 1.042e-14) < 1e-16 and a["ber_log10"] == -13.98
+
+
+# ------------------------------------------------------------------------------ the counter table's own parts
+
+def _table_rows(table):  # type: ignore[no-untyped-def]
+    """Each series of a counter table with the evidence of its samples, keyed by port and counter."""
+    from diagnose.evidence.counters import KEYS
+
+    out = {}
+    for row in table.series.itertuples(index=False):
+        refs = [(e.file, e.line, e.text) for e in table.refs(table.rows(row.start, row.end), "k", limit=99)]
+        key = tuple(getattr(row, k) for k in KEYS) + (row.counter,)
+        out[key] = (row.first, row.last, row.inc, row.reset, row.snaps, row.extended, row.t0, row.t1, refs)
+    return out
+
+
+def test_bulk_dump_and_records_give_the_same_series() -> None:
+    """The columns of a bulk perfquery dump and the records of the line parser, over the same text, give the same
+    series and cite the same lines (the bulk table keeps fewer: counters that never left zero are dropped)."""
+    import numpy as np
+
+    from diagnose.evidence.counters import build_counter_table
+    from diagnose.evidence.frames import build_frames
+    from diagnose.parsers import perfquery
+
+    base = Path(__file__).parent / "data" / "perfquery"
+    text = (base / "var_two_snapshots_with_date.txt").read_text()
+    for variant in (text, text.replace("Lid 1", "Lid 9"), "Mon Jun  3 10:00:00 UTC 2024\n" + text):
+        long: list = []
+        perfquery._parse(variant, "f", "h0", long, [])
+        wide: list = []
+        assert perfquery._parse_bulk(variant.encode(), "f", "h0", wide, [])
+        a, b = build_counter_table(build_frames(long)), build_counter_table(build_frames(wide))
+        rows_a, rows_b = _table_rows(a), _table_rows(b)
+        assert rows_b and set(rows_b) <= set(rows_a)
+        for key, got in rows_b.items():
+            want = rows_a[key]
+            assert got[:6] == want[:6] and got[8] == want[8], key
+            assert np.array_equal(np.array(got[6:8]), np.array(want[6:8]), equal_nan=True), key
+        assert a.n_ports == b.n_ports and a.max_order == b.max_order
+        # samples sorted by port, counter, snapshot order, line: each series a run of one port
+        s = b.samples
+        assert list(s["pid"]) == sorted(s["pid"])
+        for start, end in zip(b.series["start"], b.series["end"], strict=True):
+            run = s.iloc[start:end]
+            assert run["pid"].nunique() == 1
+            assert list(zip(run["order"], run["line"], strict=True)) == sorted(zip(run["order"], run["line"],
+                                                                                   strict=True))
+
+
+def test_sample_order_is_the_four_key_stable_sort() -> None:
+    """The combined-key sort and the lexsort it stands for (still used when the key would overflow) agree,
+    ties included."""
+    import numpy as np
+
+    from diagnose.evidence.counters import _sample_order
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 5, 500):
+        pid, code, order = rng.integers(0, 6, n), rng.integers(0, 4, n), rng.integers(0, 3, n)
+        line = rng.integers(0, 40, n) - 3  # a few below zero, as the offset must handle
+        fast = _sample_order(pid, code, order, line, (6, 4, 3))
+        slow = _sample_order(pid, code, order, line, (1 << 40, 1 << 20, 1 << 10))  # too big: the lexsort
+        assert np.array_equal(fast[0], np.lexsort((line, order, code, pid)))
+        assert np.array_equal(fast[0], slow[0])
+        for x, y in zip(fast[1], slow[1], strict=True):
+            assert np.array_equal(x, y)
+
+
+def test_factorize_by_runs_is_pandas_factorize() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from diagnose.evidence.frames import factorize_runs as _factorize
+
+    nan = float("nan")
+    cases = [
+        ["b", "b", "a", "a", "b", "c", "c"],
+        [None, None, "x", None, "x", "y"],
+        [nan, nan, None, "a", nan, None, None, "a"],
+        [3, 3, 1, 1, 2, 3],
+        ["0xA", "0xa", "0xa"],
+        ["a", pd.NA, pd.NA, "b"],  # cannot be compared: the plain factorize
+        [],
+        ["only"],
+    ]
+    for values in cases + [[v for v in values for _ in range(4)] for values in cases]:  # and as runs
+        arr = np.array(values, dtype=object)
+        for sort in (False, True):
+            for sentinel in (True, False):
+                got = _factorize(arr, sort=sort, use_na_sentinel=sentinel)
+                want = pd.factorize(arr, sort=sort, use_na_sentinel=sentinel)
+                assert np.array_equal(got[0], want[0]), (values, sort, sentinel)
+                assert [repr(v) for v in got[1]] == [repr(v) for v in want[1]], (values, sort, sentinel)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from diagnose.evidence.frames import factorize_runs
 from diagnose.models.diagnosis import EvidenceRef
 
 KEYS = ["host_k", "dev_k", "guid_k", "lid_k", "port_k"]
@@ -62,6 +63,18 @@ def _epoch(ts: pd.Series) -> np.ndarray:
     return np.array([x.timestamp() if not pd.isna(x) else np.nan for x in t], dtype=float)
 
 
+def _numbers(col: pd.Series | None, n: int) -> np.ndarray:
+    """``pd.to_numeric(col, errors="coerce").fillna(-1).astype(np.int64)`` (a missing column: all -1), without the
+    conversion for what already is a column of integers (an object column of Python ints, as bulk dumps give)."""
+    if col is None:
+        return np.full(n, -1, dtype=np.int64)
+    if col.dtype == object:
+        raw = col.to_numpy(object)
+        if pd.api.types.infer_dtype(raw, skipna=False) == "integer":
+            return raw.astype(np.int64)
+    return pd.to_numeric(col, errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+
+
 def _key_codes(dfs: list[pd.DataFrame], k: str) -> tuple[np.ndarray, np.ndarray]:
     """Key column ``k`` (see KEYS) over the rows of ``dfs``, factorized in sorted order: (codes, values).
 
@@ -70,12 +83,12 @@ def _key_codes(dfs: list[pd.DataFrame], k: str) -> tuple[np.ndarray, np.ndarray]
     4,096-host fabric has ~400k counter rows but a few thousand hosts and GUIDs.
     """
     name = k[:-2] if k != "dev_k" else "device"
-    parts = [df[name] if name in df else pd.Series([None] * len(df), index=df.index, dtype=object) for df in dfs]
     if k in ("lid_k", "port_k"):
-        col = np.concatenate([pd.to_numeric(p, errors="coerce").fillna(-1).astype(np.int64).to_numpy() for p in parts])
+        col = np.concatenate([_numbers(df[name] if name in df else None, len(df)) for df in dfs])
         c, u = pd.factorize(col, sort=True)
         return c, np.asarray(u, dtype=object)
-    raw_c, raw_u = pd.factorize(np.concatenate([p.to_numpy(object) for p in parts]))  # missing -> -1
+    raw_c, raw_u = factorize_runs(np.concatenate([df[name].to_numpy(object) if name in df else
+                                              np.full(len(df), None, dtype=object) for df in dfs]))  # missing: -1
     text = [str(v).lower() if k == "guid_k" else str(v) for v in raw_u]
     if (raw_c < 0).any():
         text.append("")  # code -1 (missing) picks this last entry
@@ -86,19 +99,21 @@ def _key_codes(dfs: list[pd.DataFrame], k: str) -> tuple[np.ndarray, np.ndarray]
 @dataclass
 class CounterTable:
     series: pd.DataFrame  # one row per kept (port, counter): KEYS, counter, first, last, inc, snaps, ...
-    samples: pd.DataFrame  # source, line, host, value, order (sorted by port, counter, order, line)
+    samples: pd.DataFrame  # line, value, order, pid (sorted by port, counter, order, line)
     n_ports: int
     max_order: int
     clean_rows: list[int]  # a few symbol_error samples, for "all clean" evidence
     quiet: dict[str, tuple[int, list[int]]]  # QUIET counter -> (ports read in 2+ snapshots, all zero; sample rows)
-    _sources: list[str]  # samples reference sources, hosts, line indexes and texts by code (compact at scale)
+    # where each sample came from, for evidence: ``_row[i]`` is sample i's input row (the PortCounter rows, then
+    # the PortCounterWide rows), whose source, host and line index are kept by code (compact at scale)
+    _row: np.ndarray
+    _sources: list[str]
     _src: np.ndarray
     _hosts: list[object]
     _host: np.ndarray
     _liners: list[object]
     _li: np.ndarray
-    _long_texts: np.ndarray  # texts of record-per-value samples; bulk samples are read from their line index
-    _txt: np.ndarray
+    _long_texts: np.ndarray  # texts of the PortCounter rows; bulk samples are read from their line index
     _resolved: dict[int, str]
     _lines_cache: np.ndarray | None = None
 
@@ -109,11 +124,11 @@ class CounterTable:
     def text(self, i: int) -> str:
         got = self._resolved.get(i)
         if got is None:
-            t = int(self._txt[i])
-            if t >= 0:
-                got = str(self._long_texts[t])
+            r = int(self._row[i])
+            if r < len(self._long_texts):
+                got = str(self._long_texts[r])
             else:
-                li = self._liners[int(self._li[i])] if int(self._li[i]) >= 0 else None
+                li = self._liners[int(self._li[r])] if int(self._li[r]) >= 0 else None
                 got = li.text(int(self._line_no[i])) if li is not None else ""  # type: ignore[attr-defined]
             self._resolved[i] = got
         return got
@@ -128,19 +143,20 @@ class CounterTable:
     def _resolve(self, rows: list[int]) -> None:
         """Resolve the texts of ``rows`` in one pass per line index (one file open each, not one per line)."""
         todo: dict[int, list[int]] = {}
-        for r in rows:
-            if r not in self._resolved and int(self._txt[r]) < 0 and int(self._li[r]) >= 0:
-                todo.setdefault(int(self._li[r]), []).append(r)
+        for i in rows:
+            r = int(self._row[i])
+            if i not in self._resolved and r >= len(self._long_texts) and int(self._li[r]) >= 0:
+                todo.setdefault(int(self._li[r]), []).append(i)
         line = self._line_no
         for li, rs in todo.items():
             texts = self._liners[li].texts([int(line[r]) for r in rs])  # type: ignore[attr-defined]
             self._resolved.update(zip(rs, texts, strict=True))
 
     def source(self, i: int) -> str:
-        return self._sources[int(self._src[i])]
+        return self._sources[int(self._src[self._row[i]])]
 
     def host(self, i: int) -> object:
-        h = int(self._host[i])
+        h = int(self._host[self._row[i]])
         return self._hosts[h] if h >= 0 else None
 
     def frame(self, rows: list[int] | np.ndarray) -> pd.DataFrame:
@@ -163,6 +179,31 @@ class CounterTable:
         return list(range(int(start), int(end)))
 
 
+def _sample_order(pid: np.ndarray, code: np.ndarray, order: np.ndarray, line: np.ndarray,
+                  sizes: tuple[int, int, int]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The stable sort of the samples by (port, counter, snapshot order, line): the permutation, and the four
+    keys in sorted order. ``sizes``: how many ports, counters and snapshot orders there are.
+
+    The four keys are combined into one integer (mixed radix) when it fits in 63 bits, which it does for any
+    real fabric: one stable argsort of mostly presorted runs (each counter's samples in dump order) then costs a
+    fraction of a four-key lexsort, and the sorted keys are decoded from the sorted combined key instead of
+    gathered one by one. (The snapshot order also decides the source, which the samples are not sorted by.)
+    """
+    n_pid, n_code, n_order = sizes
+    lo = int(line.min()) if len(line) else 0
+    span = (int(line.max()) - lo + 1) if len(line) else 1
+    if n_pid * n_code * n_order * span >= 1 << 63:
+        srt = np.lexsort((line, order, code, pid))
+        return srt, [pid[srt], code[srt], order[srt], line[srt]]
+    key = ((pid * n_code + code) * n_order + order) * span + (line - lo)
+    srt = np.argsort(key, kind="stable")
+    key = key[srt]
+    key, line_s = np.divmod(key, span)
+    key, order_s = np.divmod(key, n_order)
+    pid_s, code_s = np.divmod(key, n_code)
+    return srt, [pid_s, code_s, order_s, line_s + lo]
+
+
 def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     long = frames.get("PortCounter")
     wide = frames.get("PortCounterWide")
@@ -170,8 +211,8 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     wide = wide if wide is not None and not wide.empty else None
     if long is None and wide is None:
         nothing = np.array([], dtype=np.int64)
-        return CounterTable(pd.DataFrame(), pd.DataFrame(), 0, 0, [], {}, [], nothing, [], nothing, [], nothing,
-                            np.array([], dtype=object), nothing, {})
+        return CounterTable(pd.DataFrame(), pd.DataFrame(), 0, 0, [], {}, nothing, [], nothing, [], nothing, [],
+                            nothing, np.array([], dtype=object), {})
     # port ids over both shapes: each key column factorized in sorted order, the codes combined in mixed radix,
     # so that pid order is the lexicographic order of (host, device, guid, lid, port) without a frame groupby
     n_long = len(long) if long is not None else 0
@@ -186,7 +227,7 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
             raise OverflowError("too many distinct port keys to combine")  # not reachable with real fabrics
         codes = codes * len(u) + c
         uniques[k] = np.asarray(u, dtype=object)
-    order_u, pid_all = np.unique(codes, return_inverse=True)
+    pid_all, order_u = pd.factorize(codes, sort=True)  # what np.unique(codes, return_inverse=True) gives
     rest = order_u.copy()
     cols: dict[str, np.ndarray] = {}
     for k in reversed(KEYS):  # decode the combined codes back into the key values of each port
@@ -197,27 +238,32 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     ports["lid_k"] = ports["lid_k"].astype(np.int64)
     ports["port_k"] = ports["port_k"].astype(np.int64)
     del codes
-    pid_long, pid_wide = pid_all[:n_long], pid_all[n_long:]
+    pid_wide = pid_all[n_long:]
+    # sources (in name order) and hosts by code, over both shapes
+    src_codes_all, sources = factorize_runs(
+        np.concatenate([df["source"].astype(str).to_numpy(object) for df in dfs]), sort=True)
+    host_codes_all, hosts = factorize_runs(
+        np.concatenate([df["host"].to_numpy(object) for df in dfs]), sort=True)  # None -> -1
     # snapshot triples over both shapes, the same way
-    ts_col = np.concatenate([df["timestamp"].astype(object).to_numpy() for df in (long, wide) if df is not None])
-    src_col = np.concatenate([df["source"].astype(str).to_numpy(object) for df in (long, wide) if df is not None])
-    snap_col = np.concatenate([df["snapshot"].astype(np.int64).to_numpy() for df in (long, wide) if df is not None])
-    ts_c, ts_u = pd.factorize(ts_col, use_na_sentinel=False)
-    src_c0, src_u = pd.factorize(src_col)
+    ts_col = np.concatenate([df["timestamp"].astype(object).to_numpy() for df in dfs])
+    snap_col = np.concatenate([df["snapshot"].astype(np.int64).to_numpy() for df in dfs])
+    ts_c, ts_u = factorize_runs(ts_col, use_na_sentinel=False)
     snap_c, snap_u = pd.factorize(snap_col)
-    combo = (ts_c.astype(np.int64) * len(src_u) + src_c0) * len(snap_u) + snap_c
-    tcode_u, tcode = np.unique(combo, return_inverse=True)
+    combo = (ts_c.astype(np.int64) * len(sources) + src_codes_all) * len(snap_u) + snap_c
+    tcode, tcode_u = pd.factorize(combo, sort=True)
     r = tcode_u.copy()
     tu_snap = np.asarray(snap_u)[r % len(snap_u)]
     r //= len(snap_u)
-    tu_src = np.asarray(src_u, dtype=object)[r % len(src_u)]
-    r //= len(src_u)
+    tu_src = np.asarray(sources, dtype=object)[r % len(sources)]
+    r //= len(sources)
     tu_ts = np.asarray(ts_u, dtype=object)[r]
     tu = pd.DataFrame({"timestamp": [None if (t is None or (isinstance(t, float) and t != t)) else t for t in tu_ts],
                        "source": tu_src, "snapshot": tu_snap})
     rank = snapshot_rank(tu)
-    tsec = _epoch(tu["timestamp"])
-    order_all, ts_all = rank[tcode], tsec[tcode]
+    # per snapshot order (a rank of the triples): its capture time; every row's order
+    ts_of_order = np.empty(len(rank), dtype=np.float64)
+    ts_of_order[rank] = _epoch(tu["timestamp"])
+    order_all = rank[tcode]
 
     vocab: list[str] = []
     if long is not None:
@@ -226,52 +272,35 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
         vocab += [c[2:] for c in wide.columns if c.startswith("v:")]
     vocab = sorted(set(vocab))
     vidx = {c: i for i, c in enumerate(vocab)}
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in
-                                          ("pid", "code", "value", "line", "order", "ts", "ext", "src", "txt", "li",
-                                           "host")}
+    # the samples, as (input row, counter code, value, line) columns in parts
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "code", "value", "line")}
 
-    def add(pid, code, value, line, order, ts, ext, src, txt, li, host) -> None:  # type: ignore[no-untyped-def]
-        for k, v in zip(parts, (pid, code, value, line, order, ts, ext, src, txt, li, host), strict=True):
+    def add(row: np.ndarray, code: np.ndarray, value: np.ndarray, line: np.ndarray) -> None:
+        for k, v in zip(parts, (row, code, value, line), strict=True):
             parts[k].append(v)
 
-    # sources, hosts and line indexes by code, over both shapes
-    src_all = pd.concat([df["source"].astype(str) for df in (long, wide) if df is not None], ignore_index=True)
-    src_codes_all, sources = pd.factorize(src_all, sort=True)
-    host_all = pd.concat([df["host"].astype(object) for df in (long, wide) if df is not None], ignore_index=True)
-    host_codes_all, hosts = pd.factorize(host_all, sort=True)  # None -> -1
+    # line indexes by code: one per bulk file (a categorical column of the batches' line indexes)
     liners: list[object] = []
-    li_wide = np.full(len(wide) if wide is not None else 0, -1, dtype=np.int32)
+    li_all = np.full(len(src_codes_all), -1, dtype=np.int32)
     if wide is not None and "_lines" in wide:
-        ids: dict[int, int] = {}
-        col = wide["_lines"].to_numpy(object)
-        # one LineIndex per file: the batches are contiguous runs of rows
-        obj_id = np.fromiter(map(id, col), dtype=np.int64, count=len(col))
-        change = np.flatnonzero(np.r_[True, obj_id[1:] != obj_id[:-1]])
-        bounds = np.append(change, len(col))
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            obj = col[a]
-            if obj is None:
-                continue
-            k = ids.setdefault(id(obj), len(liners))
-            if k == len(liners):
-                liners.append(obj)
-            li_wide[a:b] = k
+        li_codes, li_u = pd.factorize(wide["_lines"])
+        liners = list(li_u)
+        li_all[n_long:] = li_codes
 
     clean_marks: list[tuple[str, int]] = []
     quiet_marks: dict[str, list[tuple[str, int]]] = {}
     quiet_ports: dict[str, int] = {}
     if long is not None:
         n = n_long
-        add(pid_long, long["counter"].astype(str).map(vidx).to_numpy(np.int64),
-            pd.to_numeric(long["value"], errors="coerce").to_numpy(np.float64),
-            long["line"].to_numpy(np.int64), order_all[:n], ts_all[:n], long["extended"].fillna(False).to_numpy(bool),
-            src_codes_all[:n], np.arange(n), np.full(n, -1, dtype=np.int32), host_codes_all[:n])
+        add(np.arange(n), long["counter"].astype(str).map(vidx).to_numpy(np.int64),
+            pd.to_numeric(long["value"], errors="coerce").to_numpy(np.float64), long["line"].to_numpy(np.int64))
         se = long[long["counter"] == "symbol_error"].sort_values(["source", "line"], kind="stable").head(3)
         clean_marks += list(zip(se["source"].astype(str), se["line"].astype(int), strict=True))
+    ext_all = np.concatenate([df["extended"].fillna(False).to_numpy(bool) if df is long else
+                              df["extended"].to_numpy(bool) for df in dfs])
     if wide is not None:
-        o, t = order_all[n_long:], ts_all[n_long:]
-        src_c, host_c = src_codes_all[n_long:], host_codes_all[n_long:]
-        ext = wide["extended"].to_numpy(bool)
+        o = order_all[n_long:]
+        src_c = src_codes_all[n_long:]
         n_pid = len(order_u)
         for c in vocab:
             if f"v:{c}" not in wide or c in TRAFFIC_ONLY:
@@ -307,14 +336,17 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
             idx = np.flatnonzero(keep)
             if not len(idx):
                 continue
-            add(pid_wide[idx], np.full(len(idx), vidx[c], dtype=np.int64), v[idx].astype(np.float64),
-                wide[f"l:{c}"].to_numpy(np.int64)[idx], o[idx], t[idx], ext[idx], src_c[idx],
-                np.full(len(idx), -1, dtype=np.int64), li_wide[idx], host_c[idx])
+            add(idx + n_long, np.full(len(idx), vidx[c], dtype=np.int64), v[idx].astype(np.float64),
+                wide[f"l:{c}"].to_numpy()[idx].astype(np.int64))
     cat = {k: np.concatenate(v) if v else np.array([]) for k, v in parts.items()}
-    srt = np.lexsort((cat["line"], cat["src"], cat["order"], cat["code"], cat["pid"]))  # sources coded in order
-    cat = {k: v[srt] for k, v in cat.items()}
-    pid, code, value, order = cat["pid"], cat["code"], cat["value"], cat["order"]
-    m = len(pid)
+    m = len(cat["row"])
+    if m:
+        row_u = cat["row"]
+        srt, (pid, code, order, line) = _sample_order(pid_all[row_u], cat["code"], order_all[row_u], cat["line"],
+                                                       (len(order_u), len(vocab), len(rank)))
+        row, value = row_u[srt], cat["value"][srt]
+    else:  # no samples: the empty columns a concatenation of nothing gives
+        row = pid = code = order = line = value = cat["row"]
     same = np.zeros(m, dtype=bool)
     if m > 1:
         same[1:] = (pid[1:] == pid[:-1]) & (code[1:] == code[:-1])
@@ -327,29 +359,31 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     new_snap = np.zeros(m, dtype=np.int64)
     if m > 1:
         new_snap[1:] = same[1:] & (order[1:] != order[:-1])
-    ts = cat["ts"]
+    ts = ts_of_order[order.astype(np.int64)] if m else value
     with np.errstate(invalid="ignore"):
         t0 = np.fmin.reduceat(ts, starts) if m else ts
         t1 = np.fmax.reduceat(ts, starts) if m else ts
-    series = ports.loc[pid[starts]].reset_index(drop=True)
-    series["counter"] = np.array(vocab, dtype=object)[code[starts]] if m else []
-    series["first"] = value[starts]
-    series["last"] = value[ends - 1]
-    series["inc"] = np.add.reduceat(inc_i, starts) if m else []
-    series["reset"] = np.logical_or.reduceat(reset_i, starts) if m else []
-    series["snaps"] = (np.add.reduceat(new_snap, starts) + 1) if m else []
-    series["extended"] = cat["ext"][ends - 1]
-    series["t0"], series["t1"] = t0, t1
-    series["interval_s"] = t1 - t0
-    series["start"], series["end"] = starts, ends
-    samples = pd.DataFrame({"line": cat["line"], "value": value, "order": order, "pid": pid})
+    # the ports' key columns at each series, then the series' own: one frame built once, not column by column
+    at = pid[starts].astype(np.int64)
+    series = pd.DataFrame({**{k: ports[k].array.take(at) for k in KEYS},
+                           # the names as a column of the dtype pandas gives them, then taken: no per-row inference
+                           "counter": pd.Series(np.array(vocab, dtype=object)).array.take(code[starts]) if m else [],
+                           "first": value[starts], "last": value[ends - 1],
+                           "inc": np.add.reduceat(inc_i, starts) if m else [],
+                           "reset": np.logical_or.reduceat(reset_i, starts) if m else [],
+                           "snaps": (np.add.reduceat(new_snap, starts) + 1) if m else [],
+                           "extended": ext_all[row[ends - 1].astype(np.int64)] if m else value,
+                           "t0": t0, "t1": t1, "interval_s": t1 - t0, "start": starts, "end": ends}, copy=False)
+    samples = pd.DataFrame({"line": line, "value": value, "order": order, "pid": pid}, copy=False)
     src_list = [str(x) for x in sources]
+
     def rows_of(marks: list[tuple[str, int]]) -> list[int]:
         found = []
         for s, ln in marks[:3]:
             if s not in src_list:
                 continue
-            hit = np.flatnonzero((cat["line"] == ln) & (cat["src"] == src_list.index(s)))
+            at_line = np.flatnonzero(line == ln)
+            hit = at_line[src_codes_all[row[at_line]] == src_list.index(s)]
             if len(hit):
                 found.append(int(hit[0]))
         return found
@@ -357,7 +391,7 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     clean_rows = rows_of(clean_marks)
     quiet = {c: (quiet_ports.get(c, 0), rows_of(quiet_marks.get(c, []))) for c in quiet_marks}
     return CounterTable(series=series, samples=samples, n_ports=len(ports), max_order=int(order.max()) if m else 0,
-                        clean_rows=clean_rows, quiet=quiet, _sources=src_list, _src=cat["src"], _hosts=list(hosts),
-                        _host=cat["host"], _liners=liners, _li=cat["li"],
+                        clean_rows=clean_rows, quiet=quiet, _row=row, _sources=src_list, _src=src_codes_all,
+                        _hosts=list(hosts), _host=host_codes_all, _liners=liners, _li=li_all,
                         _long_texts=long["text"].astype(object).to_numpy() if long is not None else
-                        np.array([], dtype=object), _txt=cat["txt"], _resolved={})
+                        np.array([], dtype=object), _resolved={})

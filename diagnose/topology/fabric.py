@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.evidence.context import val
+from diagnose.evidence.frames import factorize_runs
 from diagnose.gcpause import gc_paused
 
 _CA_DESC = re.compile(r"^(?P<host>[A-Za-z0-9][\w.\-]*)\s+(?P<dev>(?:mlx\d+_(?:bond_)?\d+|HCA-\d+|ib[\w]+|irdma\d+|bnxt_re\d+))\b")
@@ -157,7 +158,7 @@ def _values(col: pd.Series) -> list[Any]:
     missing = np.flatnonzero(col.isna().to_numpy())
     for i in missing.tolist():
         out[i] = None
-    if col.dtype == object and any(isinstance(v, np.generic) for v in out):
+    if col.dtype == object and any(issubclass(t, np.generic) for t in set(map(type, out))):
         out = [val(v) for v in out]  # numpy scalars held in an object column: what val() does with them
     return out
 
@@ -214,7 +215,10 @@ def _build_fabric(frames: dict[str, pd.DataFrame], links: pd.DataFrame) -> Fabri
                                _objects(states[state_col] if state_col else None, n_state)])
 
     # nodes coded in GUID order and port numbers in number order: port codes then sort like (guid, port) tuples
-    ncode, guids = pd.factorize(mentions("guid", "guid", "peer_guid", "guid"), sort=True)
+    ncode, guids, seen = _node_codes([(_objects(nodes["guid"], n_node), 0, 1),
+                                      (links["guid"].to_numpy(object), n_node, 2),
+                                      (links["peer_guid"].to_numpy(object), n_node + 1, 2),
+                                      (_objects(states["guid"], n_state), n_node + 2 * m, 1)])
     guids = np.array([str(g) for g in guids], dtype=object)
     numbers = np.concatenate([np.stack([links["port"].to_numpy(np.int64), links["peer_port"].to_numpy(np.int64)],
                                        axis=1).reshape(-1), states["port"].to_numpy(np.int64)])
@@ -262,42 +266,89 @@ def _build_fabric(frames: dict[str, pd.DataFrame], links: pd.DataFrame) -> Fabri
     ends_of_cables = node_of_end[np.concatenate([2 * cables, 2 * cables + 1])]
     degree = np.bincount(ends_of_cables, minlength=n_guids).tolist()
     type_of = [t or ("SW" if k > 2 else "CA") for t, k in zip(type_of, degree, strict=True)]
-    hops = _hops(ends_of_cables.reshape(2, -1), np.array([t == "CA" for t in type_of], dtype=bool), n_guids)
+    adjacency = _Adjacency(ends_of_cables[:len(cables)], ends_of_cables[len(cables):], n_guids)
+    hops = adjacency.hops(np.array([t == "CA" for t in type_of], dtype=bool))
 
-    # hosts and devices of HCAs
-    ibp = frames.get("IbPort")
-    guid_host: dict[str, tuple[str, str]] = {}
-    if ibp is not None and not ibp.empty:
-        for h, dev, pg, ng in zip(_strings(ibp["host"]), map(str, ibp["device"].tolist()), _strings(ibp["port_guid"]),
-                                  _strings(ibp["node_guid"]), strict=True):
-            for gg in (pg, ng):
-                if h and gg:
-                    guid_host.setdefault(gg.lower(), (h, dev))
     # node attribute dicts, in the order the nodes are first seen; keys in the order type, desc, lid, then
-    # host/device (HCAs) or name (others), then tier
+    # host/device (HCAs: from the description, else from the host-side tools) or name (others), then tier
+    host_of = _ibport_hosts(frames.get("IbPort"))
     attrs: dict[str, dict[str, Any]] = {}
     by_lid: dict[int, str] = {}
     by_host_dev: dict[tuple[str, str], str] = {}
-    for c in np.argsort(np.unique(ncode, return_index=True)[1]).tolist():
-        guid, ntype, desc, lid = guids[c], type_of[c], desc_of[c], lid_of[c]
-        d = attrs[guid] = {"type": ntype, "desc": desc, "lid": lid}
+    ca_desc = _CA_DESC.match
+    guid_list = guids.tolist()
+    for c in seen:
+        guid, ntype, desc, lid = guid_list[c], type_of[c], desc_of[c], lid_of[c]
         if ntype == "CA":
-            mm = _CA_DESC.match(desc or "")
-            if mm:
-                d["host"], d["device"] = mm["host"], mm["dev"]
-            elif guid in guid_host:
-                d["host"], d["device"] = guid_host[guid]
-            if d.get("host") and d.get("device"):
-                by_host_dev[(d["host"], d["device"])] = guid
+            mm = ca_desc(desc) if desc else None
+            hd = mm.group("host", "dev") if mm else host_of(guid)
+            if hd is None:
+                d = {"type": ntype, "desc": desc, "lid": lid}
+            else:
+                d = {"type": ntype, "desc": desc, "lid": lid, "host": hd[0], "device": hd[1]}
+                if hd[0] and hd[1]:
+                    by_host_dev[hd] = guid
         else:
-            d["name"] = _sw_name(desc, guid)
-        if lid:
-            by_lid[int(lid)] = guid
+            d = {"type": ntype, "desc": desc, "lid": lid, "name": _sw_name(desc, guid)}
         if hops[c] >= 0:
             d["tier"] = hops[c]
+        attrs[guid] = d
+        if lid:
+            by_lid[int(lid)] = guid
     graph = _CableGraph.of(attrs, (ports, node_of_end[2 * cables], node_of_end[2 * cables + 1], lo[cables],
-                                   hi[cables], cables))
+                                   hi[cables], cables), adjacency)
     return Fabric(graph=graph, ports=ports, by_lid=by_lid, by_host_dev=by_host_dev)
+
+
+def _node_codes(parts: list[tuple[np.ndarray, int, int]]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """``pd.factorize(mentions, sort=True)`` of every mention of a node, and the codes in the order the nodes
+    are first mentioned.
+
+    ``parts``: the GUID columns (object arrays), part ``(values, at, step)``'s row i being mention ``at + step *
+    i``. Each column is factorized alone, by runs (a switch's ports are consecutive rows), then their distinct
+    values together: the sorted codes are those of the whole, a node's first mention the least over the columns.
+    """
+    codes, uniques, firsts = [], [], []
+    for values, at, step in parts:
+        c, u = factorize_runs(values)
+        rows = np.flatnonzero(c >= 0)  # the first row of each code: codes are numbered as they first appear
+        new = np.ones(len(rows), dtype=bool)
+        new[1:] = c[rows[1:]] > np.maximum.accumulate(c[rows])[:-1]
+        codes.append(c)
+        uniques.append(np.asarray(u, dtype=object))
+        firsts.append(at + step * rows[new])
+    node_of, distinct = pd.factorize(np.concatenate(uniques))
+    rank, guids = pd.factorize(distinct, sort=True)
+    first = np.full(len(distinct), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, node_of, np.concatenate(firsts))
+    ncode = np.empty(sum(len(v) for v, _a, _s in parts), dtype=np.int64)
+    offset = 0
+    for (values, at, step), c, u in zip(parts, codes, uniques, strict=True):
+        sorted_code = rank[node_of[offset:offset + len(u)]]
+        ncode[at:at + step * len(values):step] = np.where(c >= 0, sorted_code[c], -1) if len(u) else -1
+        offset += len(u)
+    return ncode, guids, rank[np.argsort(first, kind="stable")].tolist()
+
+
+def _ibport_hosts(ibp: pd.DataFrame | None) -> Callable[[str], tuple[str, str] | None]:
+    """(host, device) of a GUID by the host-side tools (ibstat/sysfs port and node GUIDs, the first row that
+    names it), for HCAs whose description does not name them; the table is made on the first question, since
+    descriptions usually do."""
+    table: dict[str, tuple[str, str]] | None = None
+
+    def host_of(guid: str) -> tuple[str, str] | None:
+        nonlocal table
+        if table is None:
+            table = {}
+            if ibp is not None and not ibp.empty:
+                for h, dev, pg, ng in zip(_strings(ibp["host"]), map(str, ibp["device"].tolist()),
+                                          _strings(ibp["port_guid"]), _strings(ibp["node_guid"]), strict=True):
+                    for gg in (pg, ng):
+                        if h and gg:
+                            table.setdefault(gg.lower(), (h, dev))
+        return table.get(guid)
+
+    return host_of
 
 
 def _first_set(codes: np.ndarray, valid: np.ndarray, is_set: np.ndarray, values: np.ndarray, n: int,
@@ -312,33 +363,44 @@ def _first_set(codes: np.ndarray, valid: np.ndarray, is_set: np.ndarray, values:
     pick = np.where(first_set < len(codes), first_set, first)
     pick[pick == len(codes)] = -1
     got = np.flatnonzero(pick >= 0)
+    picked = convert(pd.Series(values[pick[got]], dtype=object))
+    if len(got) == n:  # every code has a value (the usual case)
+        return picked
     out: list[Any] = [None] * n
-    for c, v in zip(got.tolist(), convert(pd.Series(values[pick[got]], dtype=object)), strict=True):
+    for c, v in zip(got.tolist(), picked, strict=True):
         out[c] = v
     return out
 
 
-def _hops(cables: np.ndarray, sources: np.ndarray, n: int) -> list[int]:
-    """Breadth-first hop count of each node (0..n-1) from the nearest ``sources`` node over the ``cables``
-    (2 x k node codes), -1 where none is reachable: what a Dijkstra over unweighted cables gives."""
-    src = np.concatenate([cables[0], cables[1]])
-    dst = np.concatenate([cables[1], cables[0]])
-    by_src = np.argsort(src, kind="stable")
-    nbr = dst[by_src]
-    start = np.searchsorted(src[by_src], np.arange(n + 1))
-    dist = np.full(n, -1, dtype=np.int64)
-    frontier = np.flatnonzero(sources)
-    dist[frontier] = 0
-    hop = 0
-    while len(frontier):
-        hop += 1
-        lo, cnt = start[frontier], start[frontier + 1] - start[frontier]
-        reach = nbr[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
-        frontier = np.unique(reach[dist[reach] < 0])
-        dist[frontier] = hop
-    return dist.tolist()
+class _Adjacency:
+    """The nodes next to each node over a list of cables, as one sorted table (compressed rows): node ``c``'s
+    neighbours are ``nbr[start[c]:start[c + 1]]``, in the order of the cables, a neighbour once per cable (a loop
+    twice). Used for the tiers and to answer ``graph.neighbors`` without adding ~100k cables to the graph."""
 
+    def __init__(self, a: np.ndarray, b: np.ndarray, n: int) -> None:
+        src = np.stack([a, b], axis=1).reshape(-1)  # cable i's two ends next to each other: cable order kept
+        by_src = np.argsort(src, kind="stable")
+        self.nbr = np.stack([b, a], axis=1).reshape(-1)[by_src]
+        self.start = np.searchsorted(src[by_src], np.arange(n + 1))
 
+    def of(self, c: int) -> np.ndarray:
+        return self.nbr[self.start[c]:self.start[c + 1]]
+
+    def hops(self, sources: np.ndarray) -> list[int]:
+        """Breadth-first hop count of each node from the nearest ``sources`` node (a boolean mask), -1 where
+        none is reachable: what a Dijkstra over unweighted cables gives."""
+        start, nbr = self.start, self.nbr
+        dist = np.full(len(start) - 1, -1, dtype=np.int64)
+        frontier = np.flatnonzero(sources)
+        dist[frontier] = 0
+        hop = 0
+        while len(frontier):
+            hop += 1
+            lo, cnt = start[frontier], start[frontier + 1] - start[frontier]
+            reach = nbr[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
+            frontier = np.unique(reach[dist[reach] < 0])
+            dist[frontier] = hop
+        return dist.tolist()
 
 
 class _Ports(Mapping[tuple[str, int], PortInfo]):
@@ -375,6 +437,12 @@ class _Ports(Mapping[tuple[str, int], PortInfo]):
         want = c * len(self._numbers) + j
         d = int(np.searchsorted(self._keys, want))
         return d if d < len(self._keys) and self._keys[d] == want else -1
+
+    def node_code(self, guid: str) -> int:
+        return self._node_of[guid]
+
+    def node_guids(self, codes: Iterable[int]) -> list[str]:
+        return [self._guids[c] for c in codes]
 
     def ends(self, codes: np.ndarray) -> list[tuple[str, int]]:
         """``(guid, port)`` of ports ``codes``."""
@@ -466,34 +534,49 @@ def _int(col: pd.Series) -> list[int]:
 class _CableGraph(nx.MultiGraph):
     """A MultiGraph whose cables go into its adjacency the first time anything reads the adjacency.
 
-    What the triage asks of the graph is mostly whether a GUID is one of its nodes, which the nodes answer; the
-    ~100k cables of a 4,096-host fabric cost a fifth of the build. networkx reads and writes the adjacency through
-    ``self._adj`` (already a data descriptor on nx.Graph, so that setting it resets the cached views); this
-    ``_adj`` does the same and adds the ``pending`` cables (see :meth:`_Ports.cables`) on first read, the way
+    What the triage asks of the graph is whether a GUID is one of its nodes, which the nodes answer, and the
+    neighbours of a few HCAs (their leaf), which the cable table answers (:meth:`neighbors`); the ~100k cables of a
+    4,096-host fabric cost a fifth of the build. networkx reads and writes the adjacency through ``self._adj``
+    (already a data descriptor on nx.Graph, so that setting it resets the cached views); this ``_adj`` does the
+    same and adds the ``pending`` cables (see :meth:`_Ports.cables`) on first read, the way
     ``add_edge(a, b, key=key, width=w, speed=s)`` would, one cable after the other. Copies, views, conversions
     and pickling read ``_adj`` and so see every cable.
     """
 
     def __init__(self, incoming_graph_data: Any = None, multigraph_input: bool | None = None, **attr: Any) -> None:
         self.pending: tuple[Any, ...] | None = None
+        self.near: _Adjacency | None = None  # the pending cables as a neighbour table
         super().__init__(incoming_graph_data, multigraph_input, **attr)
 
     @classmethod
-    def of(cls, nodes: dict[str, dict[str, Any]], pending: tuple[Any, ...]) -> _CableGraph:
+    def of(cls, nodes: dict[str, dict[str, Any]], pending: tuple[Any, ...], near: _Adjacency) -> _CableGraph:
         """The graph of ``nodes`` (node -> its attribute dict, taken as is: what ``add_nodes_from(nodes.items())``
-        gives, without copying ~35k dicts) and the ``pending`` cables."""
+        gives, without copying ~35k dicts) and the ``pending`` cables, ``near`` being their neighbour table (over
+        the node codes of :class:`_Ports`)."""
         graph = cls()
         graph._node.update(nodes)
         graph._adj.update((n, {}) for n in nodes)
-        graph.pending = pending
+        graph.pending, graph.near = pending, near
         return graph
+
+    def neighbors(self, n: Any) -> Iterator[Any]:
+        """What ``MultiGraph.neighbors`` gives (each neighbour once, in the order the cables were added), read off
+        the neighbour table while the cables are pending."""
+        od = self.__dict__
+        if od.get("pending") is None or od.get("near") is None:
+            return super().neighbors(n)
+        if n not in self._node:
+            raise nx.NetworkXError(f"The node {n} is not in the graph.")
+        ports = od["pending"][0]
+        codes = od["near"].of(ports.node_code(n)).tolist()
+        return iter(ports.node_guids(dict.fromkeys(codes)))
 
     @property  # type: ignore[override]
     def _adj(self) -> dict[Any, Any]:
         od = self.__dict__
         if od.get("pending") is not None:
             ports, *cables = od["pending"]
-            od["pending"] = None
+            od["pending"] = od["near"] = None
             adj = od["_adjacency"]
             for a, b, key, width, speed in ports.cables(*cables):
                 keydict = adj[a].get(b)
@@ -506,7 +589,7 @@ class _CableGraph(nx.MultiGraph):
     def _adj(self, value: dict[Any, Any]) -> None:
         od = self.__dict__
         od["_adjacency"] = value
-        od["pending"] = None
+        od["pending"] = od["near"] = None
         for prop in ("adj", "edges", "degree"):
             od.pop(prop, None)
 

@@ -517,3 +517,27 @@ def test_fabric_ports_and_cables_made_on_first_read_are_the_same() -> None:
     assert list(fab.graph.copy().edges(keys=True, data=True)) == list(ref.graph.edges(keys=True, data=True))
     _assert_same_fabric(fab, ref)
     assert [fab.ports[k] for k in some] == got and all(fab.ports[k] is g for k, g in zip(some, got, strict=True))
+
+
+def test_fabric_neighbours_read_off_the_pending_cables() -> None:
+    """``graph.neighbors`` (what ``leaf_of`` asks) answered from the cable table while the cables are pending is
+    what the reference graph answers, in the same order, and leaves the cables pending; once the adjacency is
+    read, networkx answers the same."""
+    rng = random.Random(7)
+    cases = [build_frames(ibnetdiscover.parse(p.read_text(), "topo").records) for p in FILES if p.suffix == ".topo"]
+    cases += [_random_frames(rng) for _ in range(60)]
+    for frames in cases:
+        fab, ref = build_fabric(frames), _reference_build_fabric(frames)
+        if fab is None or ref is None:
+            assert fab is None and ref is None
+            continue
+        for guid in ref.graph:
+            assert list(fab.graph.neighbors(guid)) == list(ref.graph.neighbors(guid)), guid
+            assert fab.leaf_of(guid) == ref.leaf_of(guid)
+        assert fab.graph.pending is not None
+        with pytest.raises(nx.NetworkXError):
+            fab.graph.neighbors("0xnot-a-node")
+        assert fab.graph.pending is not None
+        fab.graph.adj  # noqa: B018 - reads the adjacency: the cables are added
+        assert fab.graph.pending is None
+        assert all(list(fab.graph.neighbors(g)) == list(ref.graph.neighbors(g)) for g in ref.graph)

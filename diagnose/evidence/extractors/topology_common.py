@@ -32,8 +32,12 @@ def errors_share_switch(ctx: Context) -> list[Finding]:
     if len({h for h, _ in endpoints}) < 2:
         return []
     leaves_per_ep: list[set[str]] = []
+    host_hcas: dict[str, list[str]] = {}  # an endpoint without HCA name stands for all of its host's HCAs
+    if any(not hca for _h, hca in endpoints):
+        for (h, _d), g in fab.by_host_dev.items():
+            host_hcas.setdefault(h, []).append(g)
     for host, hca in endpoints:
-        guids = [fab.hca(host, hca)] if hca else [g for (h, _d), g in fab.by_host_dev.items() if h == host]
+        guids = [fab.hca(host, hca)] if hca else host_hcas.get(host, [])
         leaves: set[str] = set()
         for g in guids:
             if g:
