@@ -176,14 +176,71 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
 
 
-def _parse_part(bf: BundleFile, limits: LoadLimits) -> Evidence:
-    """One file parsed into its own Evidence (in the second process)."""
+@dataclass(frozen=True)
+class _Spilled:
+    """A second-process result left in a file (``path``, a pickled Evidence) instead of sent through the pool's pipe.
+
+    A 4,096-host counter dump parses into ~100 MB; sent back through the pipe, the second process blocks until
+    this process's pool thread has read and unpickled all of it, which it does slowly while the main thread
+    parses (they share the interpreter lock): measured, the second process sat idle for 3 s between the two
+    dumps. Written to a file, it goes straight on to the next one."""
+
+    path: str
+
+
+def _parse_part(bf: BundleFile, limits: LoadLimits, spill_dir: str | None = None) -> Evidence | _Spilled:
+    """One file parsed into its own Evidence (in the second process); left in ``spill_dir`` when given."""
+    import pickle
     import resource
+    import tempfile
 
     part = Evidence()
     _parse_file(bf, part, limits)
     part.second_core_peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return part
+    if spill_dir is None:
+        return part
+    try:
+        fd, path = tempfile.mkstemp(dir=spill_dir, suffix=".pickle")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(part, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError:  # no room for it: send it through the pipe after all
+        return part
+    return _Spilled(path)
+
+
+class _SpillDir:
+    """A temporary folder for second-process results, made on first use and removed with all it holds."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+
+    def get(self) -> str | None:
+        if self.path is None:
+            import tempfile
+
+            try:
+                self.path = tempfile.mkdtemp(prefix="diagnose-parts-")
+            except OSError:
+                return None
+        return self.path
+
+    def close(self) -> None:
+        if self.path is not None:
+            import shutil
+
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.path = None
+
+
+def _unspill(result: Evidence | _Spilled) -> Evidence:
+    if isinstance(result, _Spilled):
+        import pickle
+
+        with open(result.path, "rb") as fh:
+            out = pickle.load(fh)
+        os.unlink(result.path)
+        return out  # type: ignore[no-any-return]
+    return result
 
 
 def _offloadable(files: list[BundleFile], limits: LoadLimits) -> set[int]:
@@ -240,7 +297,7 @@ def _collect(part: Future[Evidence] | _Handed, bf: BundleFile, limits: LoadLimit
              ) -> Evidence:
     """The Evidence the second process made of ``bf``; parsed here when it failed."""
     try:
-        return part.batch.result()[part.pos] if isinstance(part, _Handed) else part.result()
+        return part.batch.result()[part.pos] if isinstance(part, _Handed) else _unspill(part.result())
     except Exception as exc:  # noqa: BLE001
         log.warning("parallel_parse_failed", file=bf.path, error=repr(exc))
         return _parse_here(bf, limits, progress)
@@ -277,8 +334,12 @@ def gather(
     the counter batches alone are hundreds of MB, and keeping both copies through the extractors raises the
     peak by that much).
     """
-    with _gc_frozen():
-        return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records)
+    spill = _SpillDir()
+    try:
+        with _gc_frozen():
+            return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill)
+    finally:
+        spill.close()
 
 
 @contextmanager
@@ -297,7 +358,7 @@ def _gc_frozen() -> Iterator[None]:
 
 
 def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,
-            progress: Progress | None, keep_records: bool) -> Evidence:
+            progress: Progress | None, keep_records: bool, spill: _SpillDir) -> Evidence:
     # no files at all is fine when there is a symptom (an alert or a chat question with no bundle yet): the
     # text is then the only evidence; with neither, load_inputs explains what to pass
     files = load_inputs(paths, limits) if paths or not (symptom and symptom.strip()) else []
@@ -308,7 +369,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     busy: list[Future[Any]] = []  # what the second process is working on
     for i in sorted(offload) if pool is not None else ():  # the bulk dumps first: the second process starts at once
         try:
-            parts[i] = pool.submit(_parse_part, files[i], limits)
+            parts[i] = pool.submit(_parse_part, files[i], limits, spill.get())
             busy.append(parts[i])  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
             log.warning("parallel_parse_unavailable", error=repr(exc))

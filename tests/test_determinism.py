@@ -77,3 +77,33 @@ def test_bulk_dumps_parsed_on_the_second_core_give_the_same_diagnosis() -> None:
     b = triage([bundle], limits=serial).model_dump_json()
     assert a == b
     assert '"link.bad_cable"' in a
+
+
+def test_second_core_results_pass_through_files_that_are_removed_afterwards(tmp_path: Path, monkeypatch) -> None:
+    """The second process leaves each dump's parse in a temporary file (not the pool's pipe); none may remain."""
+    import tempfile
+
+    bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"
+    spill_root = tmp_path / "tmp"
+    spill_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    parallel = LoadLimits(parallel_min_bytes=1, stream_bytes=1024, chunk_bytes=4096)
+    ev = gather([bundle], limits=parallel)
+    assert ev.second_core_peak_mib > 0  # the dumps really were parsed in the second process
+    assert list(spill_root.iterdir()) == []
+    assert any(f.kind == "port_counter_errors" for f in ev.findings)
+
+
+def test_a_spilled_part_reads_back_as_the_same_evidence(tmp_path: Path) -> None:
+    from diagnose.pipeline import _parse_part, _Spilled, _unspill
+
+    bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"
+    lim = LoadLimits()
+    [bf] = [f for f in load_inputs([bundle], lim) if f.path.endswith("perfquery_1.txt.gz")]
+    direct = _parse_part(bf, lim)
+    spilled = _parse_part(bf, lim, str(tmp_path))
+    assert isinstance(spilled, _Spilled) and Path(spilled.path).parent == tmp_path
+    back = _unspill(spilled)
+    assert not Path(spilled.path).exists()  # read once, then gone
+    assert [fe.model_dump() for fe in back.files] == [fe.model_dump() for fe in direct.files]
+    assert len(back.records) == len(direct.records) and back.formats == direct.formats
