@@ -6,6 +6,7 @@ import collections
 import gc
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -367,21 +368,31 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     pool = executor = _second_core() if offload else None
     parts: list[Evidence | Future[Evidence] | _Handed | None] = [None] * len(files)
     busy: list[Future[Any]] = []  # what the second process is working on
-    for i in sorted(offload) if pool is not None else ():  # the bulk dumps first: the second process starts at once
-        try:
-            parts[i] = pool.submit(_parse_part, files[i], limits, spill.get())
-            busy.append(parts[i])  # type: ignore[arg-type]
-        except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
-            log.warning("parallel_parse_unavailable", error=repr(exc))
-            pool = None
-            break
+    failed: list[BaseException] = []
+
+    def start_bulk() -> None:
+        # the bulk dumps go first, from a thread: the first submit waits ~0.5 s for the fork server to import the
+        # pipeline and fork the worker, which this thread spends parsing instead
+        for i in sorted(offload):
+            try:
+                fut = pool.submit(_parse_part, files[i], limits, spill.get())  # type: ignore[union-attr]
+            except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
+                failed.append(exc)
+                return
+            parts[i] = fut
+            busy.append(fut)
+
+    starter = threading.Thread(target=start_bulk, name="diagnose-second-core", daemon=True) if pool else None
+    if starter is not None:
+        starter.start()
     # Small files come last here, so that an idle second process can take batches of them from the back of the
     # queue (the bulk dumps it starts with may take less time than this process needs for the rest); the order
     # files are parsed in never shows in the result, merged in file order below.
-    small = [i for i, bf in enumerate(files) if parts[i] is None and bf.stream is None and bf.text is not None
+    small = [i for i, bf in enumerate(files) if i not in offload and bf.stream is None and bf.text is not None
              ] if pool is not None else []
     smalls = set(small)
-    queue = collections.deque([i for i in range(len(files)) if parts[i] is None and i not in smalls] + small)
+    mine = [i for i in range(len(files)) if i not in smalls and (pool is None or i not in offload)]
+    queue = collections.deque(mine + small)
     small_left = len(small)  # the last ones in the queue
     done = 0
     while queue:
@@ -391,14 +402,28 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
         done += 1
         if progress:
             progress(files[i].path, done, len(files))
-        if pool is not None and small_left >= 2 * _HAND_OVER:
+        if starter is not None and not starter.is_alive():  # the bulk dumps are all submitted (or failed)
+            starter = None
+            if failed:
+                log.warning("parallel_parse_unavailable", error=repr(failed[0]))
+                pool = None
+        if pool is not None and starter is None and small_left >= 2 * _HAND_OVER:
             busy = [f for f in busy if not f.done()]
             if not busy:
                 picked = [queue.pop() for _ in range(_HAND_OVER)][::-1]
                 small_left -= _HAND_OVER
                 pool = _hand_over(pool, files, picked, parts, busy, limits)
+    if starter is not None:
+        starter.join()
+        if failed:
+            log.warning("parallel_parse_unavailable", error=repr(failed[0]))
     for bf, part in zip(files, parts, strict=True):  # merged in file order: the result does not depend on timing
-        if not isinstance(part, Evidence):
+        if part is None:  # a bulk dump the second process could not take
+            part = _parse_here(bf, limits, progress)
+            done += 1
+            if progress:
+                progress(bf.path, done, len(files))
+        elif not isinstance(part, Evidence):
             part = _collect(part, bf, limits, progress)  # type: ignore[arg-type]
             done += 1
             if progress:

@@ -242,14 +242,30 @@ def test_archives_known_by_content_or_name(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- pipeline
 
 
+class _Later(Future):  # type: ignore[type-arg]
+    """A task of the stand-in below: counts as finished at once, runs when its result is asked for (the pipeline
+    submits the bulk dumps from a thread; run there, the stand-in would hold that thread for the whole parse)."""
+
+    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
+        super().__init__()
+        self._call = (fn, args)
+
+    def done(self) -> bool:
+        return True
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not super().done():
+            fn, args = self._call
+            self.set_result(pickle.loads(pickle.dumps(fn(*pickle.loads(pickle.dumps(args))))))
+        return super().result(timeout)
+
+
 class _Inline:
-    """A stand-in for the second process: runs each task at once, its arguments and result pickled as they
-    would cross a process boundary."""
+    """A stand-in for the second process: each task's arguments and result pickled as they would cross a process
+    boundary."""
 
     def submit(self, fn: Any, *args: Any) -> Future[Any]:
-        fut: Future[Any] = Future()
-        fut.set_result(pickle.loads(pickle.dumps(fn(*pickle.loads(pickle.dumps(args))))))
-        return fut
+        return _Later(fn, args)
 
     def shutdown(self, wait: bool = True) -> None:
         pass
@@ -300,3 +316,23 @@ def test_small_files_with_a_real_second_process_give_the_same_result(tmp_path: P
     serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
     parallel = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
     assert _result(parallel) == _result(serial)
+
+
+class _Refusing:
+    """A second process that cannot start: every submit raises, as a pool whose worker died at spawn does."""
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        raise RuntimeError("cannot start a new process")
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
+
+
+def test_a_second_process_that_cannot_start_loses_no_evidence(tmp_path: Path, monkeypatch) -> None:
+    bundle = _bundle(tmp_path, 6)
+    small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
+    serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
+    monkeypatch.setattr(pipeline, "_second_core", _Refusing)
+    refused = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
+    assert _result(refused) == _result(serial)  # the dumps it was to take were parsed here instead
+    assert any(f.format == "perfquery" and f.records for f in refused.files)
