@@ -565,6 +565,49 @@ def subnet_manager(ctx: Context) -> list[Finding]:
     return out
 
 
+def _stray_master(ctx: Context, masters: pd.DataFrame, guids: list[str]) -> tuple[str, int | None, Location]:
+    """Of several MASTER SMs, the one the subnet's arbitration says should be STANDBY, and where it runs.
+
+    IBTA SM arbitration: the higher priority wins, then the lower port GUID. The loser (the first one, when there are
+    more) is the stray SM an engineer goes to stop; its LID leads to the host and HCA port it runs on through the
+    ports' ``Base lid`` (ibstat) or the topology, when either is in the bundle."""
+    prio: dict[str, int] = {}
+    lid_of: dict[str, int] = {}
+    for g, p, lid in zip(masters["sm_guid"].astype(str).tolist(), masters["priority"].tolist(),
+                         masters["sm_lid"].tolist(), strict=True):
+        if p is not None and p == p:
+            prio[g] = max(prio.get(g, -1), int(p))
+        if lid is not None and lid == lid:
+            lid_of.setdefault(g, int(lid))
+
+    def guid_value(g: str) -> int:
+        try:
+            return int(g, 16)
+        except ValueError:
+            return 1 << 64
+
+    stray = sorted(guids, key=lambda g: (-prio.get(g, -1), guid_value(g), g))[1]
+    lid = lid_of.get(stray)
+    if lid is None:
+        return stray, None, Location()
+    ports = ctx.frame("IbPort")
+    if not ports.empty and "lid" in ports.columns:
+        hit = ports[pd.to_numeric(ports["lid"], errors="coerce") == lid]
+        if not hit.empty:
+            row = hit.iloc[0]
+            port = pd.to_numeric(pd.Series([row["port"]]), errors="coerce").iloc[0]
+            return stray, lid, Location(host=sval(row["host"]), device=sval(row["device"]),
+                                        port=int(port) if port == port else None)
+    fab = ctx.fabric
+    node = fab.by_lid.get(lid) if fab is not None else None
+    if node is not None:
+        if fab.kind(node) == "SW":  # type: ignore[union-attr]
+            return stray, lid, Location(device=fab.name(node))  # type: ignore[union-attr]
+        host, dev = fab.host_device(node)  # type: ignore[union-attr]
+        return stray, lid, Location(host=host, device=dev)
+    return stray, lid, Location()
+
+
 def _sm_info(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     smi = ctx.frame("SmInfo")
@@ -573,10 +616,14 @@ def _sm_info(ctx: Context) -> list[Finding]:
         guids = sorted({str(g) for g in masters["sm_guid"].dropna()})
         known = smi[smi["state"].notna()]
         if len(guids) >= 2:
+            stray, lid, where = _stray_master(ctx, masters, guids)
+            at = f" {where.label()}" if where.host or where.device else ""
             out.append(finding(
                 "sm_multiple_masters",
-                f"{len(guids)} different subnet managers answer as MASTER ({', '.join(guids[:3])}): SMs are fighting.",
-                masters, attrs={"masters": len(guids)},
+                f"{len(guids)} different subnet managers answer as MASTER ({', '.join(guids[:3])}): SMs are fighting."
+                f" By priority and GUID the one that should step down is {stray}"
+                f"{f' (lid {lid})' if lid is not None else ''}{at}.",
+                masters, where, attrs={"masters": len(guids), "stray_guid": stray, "stray_lid": lid},
             ))
         elif not known.empty and masters.empty and _no_master(ctx, known):
             states = sorted(set(known["state"]))
