@@ -122,16 +122,8 @@ class CounterTable:
         return self.n_ports == 0
 
     def text(self, i: int) -> str:
-        got = self._resolved.get(i)
-        if got is None:
-            r = int(self._row[i])
-            if r < len(self._long_texts):
-                got = str(self._long_texts[r])
-            else:
-                li = self._liners[int(self._li[r])] if int(self._li[r]) >= 0 else None
-                got = li.text(int(self._line_no[i])) if li is not None else ""  # type: ignore[attr-defined]
-            self._resolved[i] = got
-        return got
+        self._resolve([i])
+        return self._resolved[i]
 
     @property
     def _line_no(self) -> np.ndarray:
@@ -141,12 +133,19 @@ class CounterTable:
         return got
 
     def _resolve(self, rows: list[int]) -> None:
-        """Resolve the texts of ``rows`` in one pass per line index (one file open each, not one per line)."""
+        """Resolve the texts of ``rows``: record-per-value samples carry theirs; bulk samples are read from their
+        line index, in one pass per index (one file open each, not one per line)."""
         todo: dict[int, list[int]] = {}
         for i in rows:
+            if i in self._resolved:
+                continue
             r = int(self._row[i])
-            if i not in self._resolved and r >= len(self._long_texts) and int(self._li[r]) >= 0:
+            if r < len(self._long_texts):
+                self._resolved[i] = str(self._long_texts[r])
+            elif int(self._li[r]) >= 0:
                 todo.setdefault(int(self._li[r]), []).append(i)
+            else:
+                self._resolved[i] = ""
         line = self._line_no
         for li, rs in todo.items():
             texts = self._liners[li].texts([int(line[r]) for r in rs])  # type: ignore[attr-defined]

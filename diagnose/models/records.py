@@ -57,37 +57,31 @@ class LineIndex:
         self.path, self.data = path, None
 
     def text(self, line: int) -> str:
-        i = int(line) - self.first_line
-        if i < 0 or i >= len(self.starts):  # type: ignore[arg-type]
-            return ""
-        lo, hi = int(self.starts[i]), int(self.ends[i])  # type: ignore[index]
-        if self.data is not None:
-            raw = self.data[lo:hi]
-        elif self.path is not None:
-            try:
-                with open(self.path, "rb") as fh:
-                    fh.seek(lo)
-                    raw = fh.read(hi - lo)
-            except OSError:
-                return ""
-        else:
-            return ""
-        return clip(raw.decode("utf-8", errors="replace"))
+        return self.texts([line])[0]
 
     def texts(self, lines: list[int]) -> list[str]:
-        """``[text(n) for n in lines]`` reading a detached file once, in offset order: a finding set over a big
-        fabric cites tens of thousands of counter lines, and one open per line costs seconds."""
-        if self.data is not None or self.path is None:
-            return [self.text(n) for n in lines]
+        """The (clipped) text of each of ``lines``, "" for a line outside the file. A detached file is opened once
+        and read in offset order: a finding set over a big fabric cites tens of thousands of counter lines, and
+        one open per line costs seconds."""
+        spans: list[tuple[int, int] | None] = []
+        for n in lines:
+            i = int(n) - self.first_line
+            ok = 0 <= i < len(self.starts)  # type: ignore[arg-type]
+            spans.append((int(self.starts[i]), int(self.ends[i])) if ok else None)  # type: ignore[index]
         out = [""] * len(lines)
+        if self.data is not None:
+            for k, sp in enumerate(spans):
+                if sp is not None:
+                    out[k] = clip(self.data[sp[0]:sp[1]].decode("utf-8", errors="replace"))
+            return out
+        if self.path is None:
+            return out
         try:
             with open(self.path, "rb") as fh:
-                for k in sorted(range(len(lines)), key=lines.__getitem__):
-                    i = int(lines[k]) - self.first_line
-                    if 0 <= i < len(self.starts):  # type: ignore[arg-type]
-                        lo, hi = int(self.starts[i]), int(self.ends[i])  # type: ignore[index]
-                        fh.seek(lo)
-                        out[k] = clip(fh.read(hi - lo).decode("utf-8", errors="replace"))
+                for k in sorted((k for k, sp in enumerate(spans) if sp is not None), key=spans.__getitem__):
+                    lo, hi = spans[k]  # type: ignore[misc]
+                    fh.seek(lo)
+                    out[k] = clip(fh.read(hi - lo).decode("utf-8", errors="replace"))
         except OSError:
             return [""] * len(lines)
         return out
