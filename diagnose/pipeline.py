@@ -7,9 +7,8 @@ import gc
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -337,25 +336,10 @@ def gather(
     """
     spill = _SpillDir()
     try:
-        with _gc_frozen():
-            return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill)
+        return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill)
     finally:
         spill.close()
-
-
-@contextmanager
-def _gc_frozen() -> Iterator[None]:
-    """Let the parse phase's objects out of the cyclic collector's walks for the rest of the run.
-
-    After parsing, a big bundle holds millions of objects that live until the run ends and form no cycles; each
-    full collection triggered by the extractors' allocations walks all of them again (seconds at 4,096 hosts).
-    ``gc.freeze()`` after the parse moves them to the permanent generation; ``gc.unfreeze()`` at the end hands
-    them back so they are collected as usual. Process-wide, but it only delays cycle collection.
-    """
-    try:
-        yield
-    finally:
-        gc.unfreeze()
+        gc.unfreeze()  # what _gather froze goes back to the collector
 
 
 def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,
@@ -404,9 +388,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
             progress(files[i].path, done, len(files))
         if starter is not None and not starter.is_alive():  # the bulk dumps are all submitted (or failed)
             starter = None
-            if failed:
-                log.warning("parallel_parse_unavailable", error=repr(failed[0]))
-                pool = None
+            pool = None if failed else pool
         if pool is not None and starter is None and small_left >= 2 * _HAND_OVER:
             busy = [f for f in busy if not f.done()]
             if not busy:
@@ -415,8 +397,8 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
                 pool = _hand_over(pool, files, picked, parts, busy, limits)
     if starter is not None:
         starter.join()
-        if failed:
-            log.warning("parallel_parse_unavailable", error=repr(failed[0]))
+    if failed:
+        log.warning("parallel_parse_unavailable", error=repr(failed[0]))
     for bf, part in zip(files, parts, strict=True):  # merged in file order: the result does not depend on timing
         if part is None:  # a bulk dump the second process could not take
             part = _parse_here(bf, limits, progress)
@@ -441,7 +423,11 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     ctx = Context(frames=build_frames(ev.records), formats=ev.formats)
     if not keep_records:
         ev.records = []
-    gc.freeze()  # see _gc_frozen
+    # After parsing, a big bundle holds millions of objects that live until the run ends and form no cycles; each
+    # full collection triggered by the extractors' allocations would walk all of them again (seconds at 4,096
+    # hosts). Frozen, they sit in the permanent generation until gather() unfreezes them. Process-wide, but it
+    # only delays cycle collection.
+    gc.freeze()
     raw: list[Finding] = []
     for name, fn in all_extractors():
         try:
