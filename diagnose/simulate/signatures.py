@@ -26,6 +26,7 @@ vol. 1 (PortXmitWait, LinkDownedCounter, P_Key enforcement).
 from __future__ import annotations
 
 import ipaddress
+import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -154,6 +155,18 @@ def _ring_peers(sc: Scenario, host: str) -> tuple[str, str]:
 def _torch_errors(sc: Scenario, ranks: list[Rank], reason: str, last: str) -> None:
     for r in ranks:
         sc.job.incident += torch_backend_error(r.rank, reason, last)
+
+
+def _roce_retry_completions(sc: Scenario, hosts: list[str], rng: random.Random, gid_index: int) -> None:
+    """A retry-exceeded receive completion on one random HCA of each of ``hosts``, towards its ring peer, naming
+    both ends' GIDs at ``gid_index``."""
+    for h in hosts:
+        k = rng.randrange(sc.tree.hcas_per_host)
+        r = sc.rank_of(h, k)
+        peer = _ring_peers(sc, h)[0]
+        if r is not None:
+            sc.job.incident += _completion(sc, r, peer, "Recv", rng,
+                                           gids=(_roce_gid(sc, h, k, gid_index), _roce_gid(sc, peer, k, gid_index)))
 
 
 def _roce_gid(sc: Scenario, host: str, k: int, index: int) -> str:
@@ -441,12 +454,7 @@ def _qos(sc: Scenario, inj: Injected) -> None:
     sc.job.env["NCCL_IB_TC"] = "128"
     for h in sc.job_hosts:
         _roce_snapshots(sc, h, rng, traffic_prio=4, loss_per_30s=40000, cnp=False)
-    for h in sc.job_hosts[:2]:
-        k = rng.randrange(sc.tree.hcas_per_host)
-        r = sc.rank_of(h, k)
-        peer = _ring_peers(sc, h)[0]
-        if r is not None:
-            sc.job.incident += _completion(sc, r, peer, "Recv", rng, gids=(_roce_gid(sc, h, k, 3), _roce_gid(sc, peer, k, 3)))
+    _roce_retry_completions(sc, sc.job_hosts[:2], rng, gid_index=3)
     sc.job.busbw *= 0.3
 
 
@@ -499,12 +507,7 @@ def _gid(sc: Scenario, inj: Injected) -> None:
     queue pairs come up, the first collective dies with retry-exceeded completions naming fe80:: GIDs."""
     rng = _rng(sc, inj)
     sc.job.env["NCCL_IB_GID_INDEX"] = "0"
-    for h in sc.job_hosts[:4]:
-        k = rng.randrange(sc.tree.hcas_per_host)
-        r = sc.rank_of(h, k)
-        peer = _ring_peers(sc, h)[0]
-        if r is not None:
-            sc.job.incident += _completion(sc, r, peer, "Recv", rng, gids=(_roce_gid(sc, h, k, 0), _roce_gid(sc, peer, k, 0)))
+    _roce_retry_completions(sc, sc.job_hosts[:4], rng, gid_index=0)
     sc.collect("ibv_devinfo", sc.job_hosts[:2])
     sc.collect("env", sc.job_hosts[:1])
     sc.job.nccl_tests = False
