@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding, hosts_label, primary, sval
+from diagnose.evidence.context import Context, finding, hosts_label, primary, sval, val
 from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.links import PHY_COUNTERS, _port_index, _vals
@@ -595,9 +595,9 @@ def _stray_master(ctx: Context, masters: pd.DataFrame, guids: list[str]) -> tupl
         hit = ports[pd.to_numeric(ports["lid"], errors="coerce") == lid]
         if not hit.empty:
             row = hit.iloc[0]
-            port = pd.to_numeric(pd.Series([row["port"]]), errors="coerce").iloc[0]
+            port = val(row["port"])
             return stray, lid, Location(host=sval(row["host"]), device=sval(row["device"]),
-                                        port=int(port) if port == port else None)
+                                        port=int(port) if port is not None else None)
     fab = ctx.fabric
     node = fab.by_lid.get(lid) if fab is not None else None
     if node is not None:
