@@ -320,6 +320,137 @@ def _second_core() -> ProcessPoolExecutor | None:
         return None
 
 
+_LANE_FRAMES = ("PortCounterWide", "PortCounter", "FabricLink", "FabricNode")
+
+
+def _run_some(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Finding]]]]
+              ) -> dict[str, tuple[list[Finding], str | None]]:
+    """Run extractors: name -> (findings, the error that stopped it as ``Class: message``, or None)."""
+    out: dict[str, tuple[list[Finding], str | None]] = {}
+    for name, fn in todo:
+        try:
+            out[name] = (fn(ctx), None)
+        except Exception as exc:  # noqa: BLE001 - one extractor bug never hides the others' findings
+            out[name] = ([], f"{exc.__class__.__name__}: {exc}")
+    return out
+
+
+def _private_mib() -> float:
+    """This process's private memory (what a forked child added to the machine's use), or its peak RSS where
+    /proc does not tell."""
+    try:
+        with open("/proc/self/smaps_rollup") as fh:
+            kib = sum(int(ln.split()[1]) for ln in fh if ln.startswith(("Private_Clean:", "Private_Dirty:")))
+        return kib / 1024
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@dataclass
+class _Lane:
+    """Fabric extractors running in a forked child, whose results land in ``path``."""
+
+    pid: int
+    path: str
+    todo: list[tuple[str, Callable[[Context], list[Finding]]]]
+
+    def collect(self, ctx: Context) -> tuple[dict[str, tuple[list[Finding], str | None]], float]:
+        """The child's results (and its private memory in MiB); the extractors run here if it failed."""
+        import pickle
+
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError(f"fabric lane exited with status {os.waitstatus_to_exitcode(status)}")
+            with open(self.path, "rb") as fh:
+                out, mib = pickle.load(fh)
+            if set(out) != {n for n, _ in self.todo}:
+                raise RuntimeError("fabric lane returned another set of extractors")
+            return out, mib
+        except Exception as exc:  # noqa: BLE001 - a lost child costs time, never findings
+            log.warning("fabric_lane_failed", error=repr(exc))
+            return _run_some(ctx, self.todo), 0.0
+        finally:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def _fork_lane(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Finding]]]], spill: _SpillDir
+               ) -> _Lane | None:
+    """Fork a child that runs ``todo`` on the same (copy-on-write) frames and leaves its findings in a file.
+
+    Only from the main thread of a process whose other threads are daemons (a progress bar's refresher): a fork
+    copies no other thread, and a non-daemon one (a service's workers) may hold a lock the child would need. The
+    child never logs and leaves by ``os._exit``."""
+    if not hasattr(os, "fork") or threading.current_thread() is not threading.main_thread():
+        return None
+    if any(t is not threading.current_thread() and not t.daemon for t in threading.enumerate()):
+        return None
+    where = spill.get()
+    if where is None:
+        return None
+    import tempfile
+
+    fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(fd)
+        log.warning("fabric_lane_unavailable", error=repr(exc))
+        return None
+    if pid == 0:  # the child
+        code = 1
+        try:
+            import pickle
+
+            out = _run_some(ctx, todo)
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((out, _private_mib()), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(fd)
+    return _Lane(pid, path, todo)
+
+
+def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = None) -> tuple[list[Finding], float]:
+    """Every extractor's findings, in registry order, and the MiB a second process added (0 when none ran).
+
+    On a large bundle the fabric extractors (those reading the counter table or the fabric graph, which only they
+    build) run in a forked child while this process runs the others; the findings are merged in registry order,
+    so the result is the same either way."""
+    from diagnose.evidence.extractors import FABRIC_LANE
+
+    todo = all_extractors()
+    fabric = [(n, f) for n, f in todo if n in FABRIC_LANE]
+    rows = sum(len(ctx.frames[k]) for k in _LANE_FRAMES if k in ctx.frames)
+    own = spill or _SpillDir()
+    try:
+        lane = None
+        if fabric and 0 < limits.fabric_lane_min_rows <= rows and (os.cpu_count() or 1) >= 2:
+            lane = _fork_lane(ctx, fabric, own)
+        here = _run_some(ctx, [(n, f) for n, f in todo if lane is None or n not in FABRIC_LANE])
+        mib = 0.0
+        if lane is not None:
+            got, mib = lane.collect(ctx)
+            here.update(got)
+    finally:
+        if spill is None:
+            own.close()
+    raw: list[Finding] = []
+    for name, _fn in todo:
+        found, error = here[name]
+        raw.extend(found)
+        if error is not None:
+            log.warning("extractor_failed", extractor=name, error=error)
+            raw.append(finding("extractor_failed", f"Extractor {name} failed: {error}", attrs={"extractor": name}))
+    return raw, mib
+
+
 def gather(
     paths: Sequence[str | os.PathLike[str]],
     symptom: str | None = None,
@@ -428,14 +559,8 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     # hosts). Frozen, they sit in the permanent generation until gather() unfreezes them. Process-wide, but it
     # only delays cycle collection.
     gc.freeze()
-    raw: list[Finding] = []
-    for name, fn in all_extractors():
-        try:
-            raw.extend(fn(ctx))
-        except Exception as exc:
-            log.warning("extractor_failed", extractor=name, error=repr(exc))
-            raw.append(finding("extractor_failed", f"Extractor {name} failed: {exc.__class__.__name__}: {exc}",
-                               attrs={"extractor": name}))
+    raw, lane_mib = run_extractors(ctx, limits, spill)
+    ev.second_core_peak_mib = max(ev.second_core_peak_mib, lane_mib)
     for fe in ev.files:
         if fe.problem and (fe.format in ("unreadable", "unknown", "empty") or fe.records == 0):
             raw.append(finding("file_problem", f"{fe.path}: {fe.problem}",

@@ -37,6 +37,8 @@ class LoadLimits:
     max_archive_bytes: int = 4 * 1024 * 1024 * 1024
     max_bulk_bytes: int = 2 * 1024 * 1024 * 1024  # bulk counter dumps are read whole up to this size
     parallel_min_bytes: int = 96 * 1024 * 1024  # bulk dumps this large together are parsed on a second core (0: never)
+    # counter and topology rows from which the fabric extractors run in a forked second process (0: never)
+    fabric_lane_min_rows: int = 40_000
 
 
 @dataclass

@@ -7,17 +7,29 @@ Extractors measure and classify; thresholds that decide a cause live in the rule
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from diagnose.evidence.context import Context
 from diagnose.models.diagnosis import Finding
 
 Extractor = Callable[[Context], list[Finding]]
 _REGISTRY: list[tuple[str, Extractor]] = []
+FABRIC_LANE: set[str] = set()  # extractors that read the port-counter table or the fabric graph
 
 
-def extractor(fn: Extractor) -> Extractor:
-    _REGISTRY.append((f"{fn.__module__}.{fn.__name__}", fn))
-    return fn
+def extractor(fn: Extractor | None = None, *, fabric: bool = False) -> Any:
+    """Register ``fn``. ``fabric=True`` marks an extractor that reads ``ctx.counters`` or ``ctx.fabric``: on a large
+    bundle those run together in a second process while this one runs the others (see pipeline.run_extractors),
+    so the table and the graph are built there only."""
+
+    def register(f: Extractor) -> Extractor:
+        name = f"{f.__module__}.{f.__name__}"
+        _REGISTRY.append((name, f))
+        if fabric:
+            FABRIC_LANE.add(name)
+        return f
+
+    return register(fn) if fn is not None else register
 
 
 def all_extractors() -> list[tuple[str, Extractor]]:

@@ -257,7 +257,7 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
     return types, lid_guid, links.assign(peer_type=pd.Series(p_type, index=links.index, dtype=object), guid_code=g_code)
 
 
-@extractor
+@extractor(fabric=True)
 def uplink_balance(ctx: Context) -> list[Finding]:
     """Per switch: how evenly its uplinks (ports whose peer is a switch) carry the traffic, and where XmitWait is.
 

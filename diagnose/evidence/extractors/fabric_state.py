@@ -134,7 +134,7 @@ _UP_WORDS = re.compile(r"Link (?:up|UP|ACTIVE)\b|gained carrier|carrier (?:on|ac
 _PORT_NO = re.compile(r"Port: ?(\d+)")
 
 
-@extractor
+@extractor(fabric=True)
 def link_flaps(ctx: Context) -> list[Finding]:
     """Down -> up cycles of one NIC port in the kernel log, and LinkDowned counters that move."""
     out: list[Finding] = []
@@ -492,7 +492,7 @@ def _phy_errors_near(ctx: Context, waiting: pd.DataFrame) -> int:
     return best
 
 
-@extractor
+@extractor(fabric=True)
 def congestion(ctx: Context) -> list[Finding]:
     """PortXmitWait against PortXmitData, per port: the share of the port's transmit capacity lost waiting
     for credits (lost bytes = XmitWait x 8 on NVIDIA Quantum switches), from deltas between snapshots
@@ -556,7 +556,7 @@ _REMOTE_SM = re.compile(r"remote SM|another SM|non-matching sm_key|SM .*higher p
 _TRAP_LID = re.compile(r"from LID:(\d+)")
 
 
-@extractor
+@extractor(fabric=True)
 def subnet_manager(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     out.extend(_sm_info(ctx))
@@ -780,7 +780,7 @@ def _int_or_none(v: object) -> int | None:
         return None
 
 
-@extractor
+@extractor(fabric=True)
 def partitions(ctx: Context) -> list[Finding]:
     """NCCL_IB_PKEY (a P_Key table index), ibv_modify_qp failures by errno and QP transition, partition
     (P_Key) errors in the SM log and ibdiagnet, and partition-enforcement drops in the port counters."""
@@ -884,7 +884,7 @@ _AR_ENGINE = re.compile(r"\b(?P<eng>[\w-]+) tables configured on all switches|ro
 _AR_ENGINES = ("ar_updn", "ar_ftree", "ar_torus", "ar_dor", "ar_")
 
 
-@extractor
+@extractor(fabric=True)
 def adaptive_routing(ctx: Context) -> list[Finding]:
     """What says whether adaptive routing is in use: NCCL's AR settings, and the SM's routing engine
     or ibdiagnet's AR summary when those lines were captured."""

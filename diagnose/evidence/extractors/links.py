@@ -286,7 +286,7 @@ def _series_refs(table: CounterTable, starts: list[int], ends: list[int], kind: 
     return out
 
 
-@extractor
+@extractor(fabric=True)
 def port_counters(ctx: Context) -> list[Finding]:
     table = ctx.counters
     if table.empty:

@@ -10,7 +10,7 @@ from diagnose.evidence.extractors.nccl import _COMPLETION, message_extract
 from diagnose.models.diagnosis import Finding, Location
 
 
-@extractor
+@extractor(fabric=True)
 def errors_share_switch(ctx: Context) -> list[Finding]:
     """NCCL transport errors on several hosts whose HCAs all hang off one leaf switch.
 
