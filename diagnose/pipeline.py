@@ -34,6 +34,7 @@ if not structlog.is_configured():  # library use: quiet by default; the CLI and 
     configure("console", "warning")
 
 log = structlog.get_logger("diagnose.pipeline")
+parsers.registry()  # every run sniffs with every parser: imported once here, and inherited by forked children
 
 Progress = Callable[[str, int, int], None]
 
@@ -124,6 +125,14 @@ def _rows(records: list[Record]) -> int:
     return sum(len(r.columns["line"]) if isinstance(r, ColumnBatch) else 1 for r in records)  # type: ignore[arg-type]
 
 
+def _sniff(bf: BundleFile) -> Any:
+    """``sniff_file`` of ``bf``, asked once: choosing the files for the second process sniffs the large ones, and
+    parsing them would sniff them again."""
+    if bf.sniffed is None:
+        bf.sniffed = sniff_file(bf.path, bf.text or "")
+    return bf.sniffed
+
+
 def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None) -> None:
     if bf.text is None:
         if _parse_binary(bf, ev):
@@ -133,7 +142,7 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
     if not bf.text.strip():
         ev.files.append(FileEntry(path=bf.path, format="empty", records=0, problem="empty file"))
         return
-    sn = sniff_file(bf.path, bf.text)
+    sn = _sniff(bf)
     if not sn.formats:
         ev.files.append(FileEntry(path=bf.path, format="unknown", records=0,
                                   problem="; ".join(bf.problems) or None))
@@ -243,9 +252,30 @@ def _unspill(result: Evidence | _Spilled) -> Evidence:
     return result
 
 
+def _sends_columns(mod: ModuleType) -> bool:
+    """A parser whose result for a large file is a few column batches (numpy arrays or lists of values), which
+    cross a process boundary cheaply; a million small records would cost more to send than to parse here."""
+    return hasattr(mod, "parse_bytes_bulk") or bool(getattr(mod, "COLUMNS_WHEN_LARGE", False))
+
+
+def _worth_a_second(files: list[BundleFile], limits: LoadLimits) -> bool:
+    """Whether the large files could reach ``limits.parallel_min_bytes`` (before sniffing what they are)."""
+    if (os.cpu_count() or 1) < 2 or limits.parallel_min_bytes <= 0:
+        return False
+    return sum(bf.stream.size for bf in files if bf.stream is not None and bf.text is not None) >= \
+        limits.parallel_min_bytes
+
+
+def _plan(files: list[BundleFile], limits: LoadLimits) -> tuple[list[int], dict[int, float]]:
+    """The bulk files, most expensive first, and their estimated costs: what both processes work out alike."""
+    offload = _offloadable(files, limits)
+    costs = {i: _bulk_cost(files[i]) for i in offload}
+    return sorted(offload, key=lambda i: (-costs[i], i)), costs
+
+
 def _offloadable(files: list[BundleFile], limits: LoadLimits) -> set[int]:
-    """Large counter dumps worth parsing on the second core: bulk formats (numpy-decoded, so their result is a
-    few arrays that cross a process boundary cheaply), together at least ``limits.parallel_min_bytes``."""
+    """Large files worth parsing on the second core: counter dumps and topologies, whose parsers give column
+    batches (see :func:`_sends_columns`), together at least ``limits.parallel_min_bytes``."""
     if (os.cpu_count() or 1) < 2 or limits.parallel_min_bytes <= 0:
         return set()
     picked: set[int] = set()
@@ -253,8 +283,8 @@ def _offloadable(files: list[BundleFile], limits: LoadLimits) -> set[int]:
     for i, bf in enumerate(files):
         if bf.stream is None or bf.text is None:
             continue
-        sn = sniff_file(bf.path, bf.text)
-        if sn.formats and all(hasattr(parsers.by_format(f), "parse_bytes_bulk") for f in sn.formats):
+        sn = _sniff(bf)
+        if sn.formats and all(_sends_columns(parsers.by_format(f)) for f in sn.formats):
             picked.add(i)
             total += bf.stream.size
     return picked if total >= limits.parallel_min_bytes else set()
@@ -306,6 +336,10 @@ def _collect(part: Future[Evidence] | _Handed, bf: BundleFile, limits: LoadLimit
 def _parse_here(bf: BundleFile, limits: LoadLimits, progress: Progress | None = None) -> Evidence:
     part = Evidence()
     _parse_file(bf, part, limits, progress)
+    if bf.stream is not None:
+        # a large file's records live until the run ends and hold no cycles: frozen, the collections that the
+        # rest of the parse triggers do not walk them again (gather() unfreezes everything at its end)
+        gc.freeze()
     return part
 
 
@@ -383,12 +417,8 @@ def _fork_lane(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Find
                ) -> _Lane | None:
     """Fork a child that runs ``todo`` on the same (copy-on-write) frames and leaves its findings in a file.
 
-    Only from the main thread of a process whose other threads are daemons (a progress bar's refresher): a fork
-    copies no other thread, and a non-daemon one (a service's workers) may hold a lock the child would need. The
-    child never logs and leaves by ``os._exit``."""
-    if not hasattr(os, "fork") or threading.current_thread() is not threading.main_thread():
-        return None
-    if any(t is not threading.current_thread() and not t.daemon for t in threading.enumerate()):
+    Only where :func:`_can_fork`; the child never logs and leaves by ``os._exit``."""
+    if not _can_fork():
         return None
     where = spill.get()
     if where is None:
@@ -451,35 +481,10 @@ def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = N
     return raw, mib
 
 
-def gather(
-    paths: Sequence[str | os.PathLike[str]],
-    symptom: str | None = None,
-    symptom_source: str = "cli",
-    limits: LoadLimits | None = None,
-    progress: Progress | None = None,
-    keep_records: bool = True,
-) -> Evidence:
-    """Load, sniff, parse and extract findings. Raises BundleError only for unusable inputs.
-
-    ``keep_records=False`` drops the parsed records once the frames hold them (``triage`` does: at 4,096 hosts
-    the counter batches alone are hundreds of MB, and keeping both copies through the extractors raises the
-    peak by that much).
-    """
-    spill = _SpillDir()
-    try:
-        return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill)
-    finally:
-        spill.close()
-        gc.unfreeze()  # what _gather froze goes back to the collector
-
-
-def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,
-            progress: Progress | None, keep_records: bool, spill: _SpillDir) -> Evidence:
-    # no files at all is fine when there is a symptom (an alert or a chat question with no bundle yet): the
-    # text is then the only evidence; with neither, load_inputs explains what to pass
-    files = load_inputs(paths, limits) if paths or not (symptom and symptom.strip()) else []
-    ev = Evidence()
-    offload = _offloadable(files, limits)
+def _parse_pooled(files: list[BundleFile], offload: set[int], limits: LoadLimits, progress: Progress | None,
+                  spill: _SpillDir) -> list[Evidence]:
+    """Parse ``files``, the ``offload`` ones in a one-process pool from a fork server (when this process cannot
+    fork: it runs other threads); one Evidence per file, in file order."""
     pool = executor = _second_core() if offload else None
     parts: list[Evidence | Future[Evidence] | _Handed | None] = [None] * len(files)
     busy: list[Future[Any]] = []  # what the second process is working on
@@ -530,23 +535,407 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
         starter.join()
     if failed:
         log.warning("parallel_parse_unavailable", error=repr(failed[0]))
-    for bf, part in zip(files, parts, strict=True):  # merged in file order: the result does not depend on timing
+    out: list[Evidence] = []
+    for bf, part in zip(files, parts, strict=True):
         if part is None:  # a bulk dump the second process could not take
             part = _parse_here(bf, limits, progress)
-            done += 1
-            if progress:
-                progress(bf.path, done, len(files))
         elif not isinstance(part, Evidence):
             part = _collect(part, bf, limits, progress)  # type: ignore[arg-type]
-            done += 1
-            if progress:
-                progress(bf.path, done, len(files))
+        else:
+            out.append(part)
+            continue
+        done += 1
+        if progress:
+            progress(bf.path, done, len(files))
+        out.append(part)
+    if executor is not None:
+        executor.shutdown(wait=True)
+    return out
+
+
+def _can_fork() -> bool:
+    """Whether a child may be forked here: a POSIX process with no thread but this one (a fork copies only the
+    calling thread; a lock another thread holds, such as a stream's, would stay held in the child forever)."""
+    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
+
+
+_DEFAULT_NS_PER_BYTE = 40.0  # measured for the line parsers of ibstat, dmesg, NCCL logs (2026, this project's VM)
+_NS_PER_FILE = 80_000.0  # sniffing and bookkeeping per file
+
+
+def _cost(bf: BundleFile, ns_per_byte: float = _DEFAULT_NS_PER_BYTE) -> float:
+    """Estimated seconds to parse ``bf``: only compared with other estimates, to decide who parses what."""
+    size = bf.stream.size if bf.stream is not None else len(bf.text or "")
+    return (_NS_PER_FILE + size * ns_per_byte) * 1e-9
+
+
+def _bulk_cost(bf: BundleFile) -> float:
+    sn = _sniff(bf)
+    rates = [float(getattr(parsers.by_format(f), "PARSE_NS_PER_BYTE", _DEFAULT_NS_PER_BYTE)) for f in sn.formats]
+    return _cost(bf, sum(rates) if rates else _DEFAULT_NS_PER_BYTE)
+
+
+class _ForkSecond:
+    """A forked child that parses files of the bundle it inherited, by index, leaving each file's Evidence in a
+    pickle in the spill folder and reporting ``index path`` lines on a pipe (``index -`` when it could not).
+
+    The large files (``bulk``, largest first) are claimed one at a time through a shared byte per file: the child
+    takes them from the front, this process from the back once it has nothing else to do, so neither waits while
+    the other still has a dump to start. Batches of small files are sent on a second pipe when the child is idle.
+    Nothing is copied to the child (the bundle's texts are already in its memory) and it starts in milliseconds,
+    where a fork server first imports the pipeline (~1.5 s measured at 4,096 hosts while this process parses)."""
+
+    def __init__(self, pid: int, jobs: int, results: int, bulk: list[int], claims: _Claims,
+                 costs: dict[int, float]) -> None:
+        self.pid = pid
+        self.costs = costs  # estimated seconds per bulk file
+        self.jobs = jobs
+        self.results = results
+        self.bulk = bulk
+        self.claims = claims
+        self.sent: set[int] = set()
+        self.sent_cost: dict[int, float] = {}
+        self.done: dict[int, tuple[str, int] | None] = {}  # file -> (pickle, place in it); None: not parsed there
+        self.loaded: dict[str, list[Evidence] | None] = {}
+        self.eof = False
+        self._buf = b""
+
+    @classmethod
+    def start(cls, files: list[BundleFile], limits: LoadLimits, spill: _SpillDir) -> _ForkSecond | None:
+        """Fork the child. Both processes then work out the bulk files (:func:`_plan`) on their own."""
+        where = spill.get()
+        if where is None:
+            return None
+        claims = _Claims(sum(1 for bf in files if bf.stream is not None))  # the bulk files are among these
+        jr, jw = os.pipe()
+        rr, rw = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in (jr, jw, rr, rw):
+                os.close(fd)
+            log.warning("parallel_parse_unavailable", error=repr(exc))
+            return None
+        if pid == 0:  # the child: parse what it is given, then leave without running this process's exit code
+            code = 1
+            try:
+                os.close(jw)
+                os.close(rr)
+                _serve(files, limits, claims, where, jr, rw)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(jr)
+        os.close(rw)
+        bulk, costs = _plan(files, limits)
+        return cls(pid, jw, rr, bulk, claims, costs)
+
+    def claim(self) -> int | None:
+        """A bulk file nobody has started, for this process (the smallest left), or None."""
+        for k in range(len(self.bulk) - 1, -1, -1):
+            if self.claims.take(k, 2):
+                return self.bulk[k]
+        return None
+
+    def next_free(self) -> int | None:
+        """The bulk file :meth:`claim` would take now, or None."""
+        return next((i for k, i in reversed(list(enumerate(self.bulk))) if not self.claims.owner(k)), None)
+
+    def behind(self) -> float:
+        """Estimated seconds of work the child still has: what is left of the bulk files it is on (their estimates
+        less the time since it took them), the bulk files nobody has taken and the small files sent."""
+        self._pump(block=False)
+        left = 0.0
+        for k, i in enumerate(self.bulk):
+            owner = self.claims.owner(k)
+            if owner == 0:
+                left += self.costs[i]
+            elif owner == 1 and i not in self.done:
+                left += max(0.0, self.costs[i] - self.claims.since(k))
+        return left + sum(c for i, c in self.sent_cost.items() if i not in self.done)
+
+    def mine(self) -> set[int]:
+        """Files the child has taken or been sent."""
+        return {i for k, i in enumerate(self.bulk) if self.claims.owner(k) == 1} | self.sent
+
+    def idle(self) -> bool:
+        """The child has nothing left to do (every bulk file taken, all it took reported)."""
+        self._pump(block=False)
+        return not self.eof and all(map(self.claims.owner, range(len(self.bulk)))) and self.mine() <= set(self.done)
+
+    def send(self, batch: list[int], costs: list[float]) -> bool:
+        try:
+            os.write(self.jobs, (" ".join(map(str, batch)) + "\n").encode())
+        except OSError:
+            return False
+        self.sent.update(batch)
+        self.sent_cost.update(zip(batch, costs, strict=True))
+        return True
+
+    def result(self, i: int) -> Evidence | None:
+        """The child's Evidence of file ``i``; None if it could not parse it (then it is parsed here)."""
+        while i not in self.done and not self.eof:
+            self._pump(block=True)
+        got = self.done.get(i)
+        if got is None:
+            return None
+        path, pos = got
+        if path not in self.loaded:
+            import pickle
+
+            try:
+                with open(path, "rb") as fh:
+                    self.loaded[path] = pickle.load(fh)
+            except Exception as exc:  # noqa: BLE001 - a result that cannot be read is parsed again here
+                log.warning("parallel_parse_failed", file=i, error=repr(exc))
+                self.loaded[path] = None
+            finally:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                gc.freeze()  # as for a large file parsed here (see _parse_here)
+        batch = self.loaded[path]
+        return batch[pos] if batch is not None else None
+
+    def wait_any(self, files: list[int]) -> None:
+        """Until one of ``files`` is reported (or the child is gone)."""
+        while not self.eof and not any(i in self.done for i in files):
+            self._pump(block=True)
+
+    def _pump(self, block: bool) -> None:
+        import select
+
+        if self.eof:
+            return
+        if not block and not select.select([self.results], [], [], 0)[0]:
+            return
+        data = os.read(self.results, 1 << 16)
+        if not data:
+            self.eof = True
+            return
+        *lines, self._buf = (self._buf + data).split(b"\n")
+        for ln in lines:
+            batch, _, path = ln.decode().partition(" ")
+            for pos, i in enumerate(map(int, batch.split(","))):
+                self.done[i] = None if path == "-" else (path, pos)
+
+    def close(self, kill: bool = False) -> None:
+        """Let the child finish (it leaves when the batch pipe closes) and reap it; ``kill``: stop it first (this
+        process is leaving on an error)."""
+        import signal
+
+        try:
+            os.close(self.jobs)
+        except OSError:
+            pass
+        if kill:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while not self.eof:  # what it still reports is not needed: read to its end so that it never blocks
+            try:
+                self._pump(block=True)
+            except OSError:
+                break
+        try:
+            os.close(self.results)
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+        self.claims.close()
+
+
+class _Claims:
+    """Who parses each bulk file, shared by this process and its forked child: a byte per file (0 free, 1 the
+    child, 2 this process) and the time it was taken (the child's progress, for this process's estimates), in an
+    anonymous shared map, set under a lock that both inherit."""
+
+    def __init__(self, n: int) -> None:
+        import mmap
+
+        self.n = n
+        self.base = (n + 7) // 8 * 8
+        self.map = mmap.mmap(-1, self.base + 8 * n or 1)
+        self.lock = multiprocessing.get_context("fork").Lock()
+
+    def take(self, k: int, who: int) -> bool:
+        import struct
+        import time
+
+        with self.lock:
+            if self.map[k]:
+                return False
+            self.map[k] = who
+            struct.pack_into("d", self.map, self.base + 8 * k, time.monotonic())
+            return True
+
+    def owner(self, k: int) -> int:
+        return self.map[k]
+
+    def since(self, k: int) -> float:
+        import struct
+        import time
+
+        return time.monotonic() - struct.unpack_from("d", self.map, self.base + 8 * k)[0]
+
+    def close(self) -> None:
+        self.map.close()
+
+
+def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: str, jobs_fd: int,
+           results_fd: int) -> None:
+    """The child's loop: the bulk files it can claim, front first, then the batches sent until the pipe closes.
+    Each file or batch is left in one pickle (a list of Evidence, one per file) and reported on one line."""
+    import pickle
+    import tempfile
+
+    gc.freeze()
+
+    def parse(batch: list[int]) -> None:
+        parts = []
+        for i in batch:
+            part = Evidence()
+            _parse_file(files[i], part, limits)
+            parts.append(part)
+        mib = _private_mib()
+        for part in parts:
+            part.second_core_peak_mib = mib
+        try:
+            fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(parts, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - no room, or a value that cannot be pickled: parsed again there
+            path = "-"
+        os.write(results_fd, f"{','.join(map(str, batch))} {path}\n".encode())
+
+    bulk, _ = _plan(files, limits)
+    for k, i in enumerate(bulk):
+        if claims.take(k, 1):
+            parse([i])
+    with os.fdopen(jobs_fd, "rb") as jobs:
+        for line in jobs:
+            parse([int(tok) for tok in line.split()])
+
+
+def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecond, limits: LoadLimits,
+                  progress: Progress | None) -> list[Evidence]:
+    """Parse ``files`` here and in the forked ``second``; one Evidence per file, in file order."""
+    parts: list[Evidence | None] = [None] * len(files)
+    done = 0
+
+    def here(i: int) -> None:
+        nonlocal done
+        parts[i] = _parse_here(files[i], limits, progress)
+        done += 1
+        if progress:
+            progress(files[i].path, done, len(files))
+
+    def take(i: int) -> None:
+        nonlocal done
+        got = second.result(i)
+        if got is None:
+            here(i)
+            return
+        parts[i] = got
+        done += 1
+        if progress:
+            progress(files[i].path, done, len(files))
+
+    try:
+        # small files last, so that batches for an idle child come off the back of the queue
+        small = [i for i, bf in enumerate(files) if i not in offload and bf.stream is None and bf.text is not None]
+        smalls = set(small)
+        queue = collections.deque([i for i in range(len(files)) if i not in offload and i not in smalls] + small)
+        small_left = len(small)
+        cost = {i: _cost(files[i]) for i in small}
+        small_cost = sum(cost.values())  # estimated seconds of the small files left here
+        claimed = False
+        while queue:
+            if not claimed and len(queue) == small_left:
+                # this process's own large files are done; before the small ones (the work either side can take at
+                # the end), a bulk file the child has not started, when the estimates say the child would still be
+                # busy after this process had parsed it and all its small files
+                claimed = True
+                while (i := second.next_free()) is not None and small_cost + second.costs[i] < second.behind():
+                    if (i := second.claim()) is None:
+                        break
+                    here(i)
+            i = queue.popleft()
+            small_left = min(small_left, len(queue))
+            small_cost -= cost.get(i, 0.0)
+            here(i)
+            if small_left >= 2 * _HAND_OVER and second.idle():
+                picked = [queue.pop() for _ in range(_HAND_OVER)][::-1]
+                if second.send(picked, [cost[j] for j in picked]):
+                    small_left -= _HAND_OVER
+                    small_cost -= sum(cost[j] for j in picked)
+                else:
+                    queue.extend(picked)
+        while (i := second.claim()) is not None:  # the bulk files the child has not started
+            here(i)
+        theirs = sorted(second.mine())
+        while theirs:  # in the order they are ready (placed in file order all the same)
+            second.wait_any(theirs)
+            ready = [i for i in theirs if i in second.done] or theirs[:1]
+            theirs = [i for i in theirs if i not in set(ready)]
+            for i in ready:
+                take(i)
+    except BaseException:
+        second.close(kill=True)
+        raise
+    second.close()
+    return [p if p is not None else _parse_here(files[j], limits, progress) for j, p in enumerate(parts)]
+
+
+def gather(
+    paths: Sequence[str | os.PathLike[str]],
+    symptom: str | None = None,
+    symptom_source: str = "cli",
+    limits: LoadLimits | None = None,
+    progress: Progress | None = None,
+    keep_records: bool = True,
+) -> Evidence:
+    """Load, sniff, parse and extract findings. Raises BundleError only for unusable inputs.
+
+    ``keep_records=False`` drops the parsed records once the frames hold them (``triage`` does: at 4,096 hosts
+    the counter batches alone are hundreds of MB, and keeping both copies through the extractors raises the
+    peak by that much).
+    """
+    spill = _SpillDir()
+    try:
+        return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill)
+    finally:
+        spill.close()
+        gc.unfreeze()  # what _gather froze goes back to the collector
+
+
+def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,
+            progress: Progress | None, keep_records: bool, spill: _SpillDir) -> Evidence:
+    # no files at all is fine when there is a symptom (an alert or a chat question with no bundle yet): the
+    # text is then the only evidence; with neither, load_inputs explains what to pass
+    files = load_inputs(paths, limits) if paths or not (symptom and symptom.strip()) else []
+    ev = Evidence()
+    gc.freeze()  # the loaded texts live until the end and hold no cycles: no collection walks them again
+    # the child is forked before anything is sniffed: choosing its files imports every parser (~0.5 s), which
+    # the child then does at the same time as this process instead of after it
+    second = _ForkSecond.start(files, limits, spill) if _can_fork() and _worth_a_second(files, limits) else None
+    offload = _offloadable(files, limits)
+    if second is not None and offload:
+        parts = _parse_forked(files, offload, second, limits, progress)
+    else:
+        if second is not None:
+            second.close()
+        parts = _parse_pooled(files, offload, limits, progress, spill)
+    for part in parts:  # merged in file order: the result does not depend on timing
         ev.records.extend(part.records)
         ev.files.extend(part.files)
         ev.formats |= part.formats
         ev.second_core_peak_mib = max(ev.second_core_peak_mib, part.second_core_peak_mib)
-    if executor is not None:
-        executor.shutdown(wait=True)
     log.info("bundle_parsed", files=len(files), records=len(ev.records), formats=sorted(ev.formats))
     if symptom and symptom.strip():
         ev.symptoms.extend(from_text(symptom, symptom_source))

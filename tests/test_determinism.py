@@ -72,7 +72,9 @@ def test_bulk_dumps_parsed_on_the_second_core_give_the_same_diagnosis() -> None:
     small = dict(stream_bytes=1024, chunk_bytes=4096)  # treat the fixture's dumps as large files
     parallel = LoadLimits(parallel_min_bytes=1, **small)
     serial = LoadLimits(parallel_min_bytes=0, **small)
-    assert len(_offloadable(load_inputs([bundle], parallel), parallel)) == 2  # both perfquery snapshots
+    picked = _offloadable(files := load_inputs([bundle], parallel), parallel)
+    assert sorted(files[i].path.split("/")[-1] for i in picked) == [  # both perfquery snapshots and the topology
+        "ibnetdiscover.topo", "perfquery_1.txt.gz", "perfquery_2.txt.gz"]
     a = triage([bundle], limits=parallel).model_dump_json()
     b = triage([bundle], limits=serial).model_dump_json()
     assert a == b

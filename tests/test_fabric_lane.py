@@ -25,6 +25,13 @@ SERIAL = LoadLimits(fabric_lane_min_rows=0)
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="no fork or one core")
 
 
+@pytest.fixture
+def fork_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads other tests leave behind (idle daemons) would keep the pipeline from forking: allowed here, where
+    only the machinery is under test (``_can_fork`` has a test of its own)."""
+    monkeypatch.setattr(pipeline, "_can_fork", lambda: True)
+
+
 def _dump(ev: pipeline.Evidence) -> list[str]:
     return [f.model_dump_json() for f in ev.findings]
 
@@ -61,7 +68,7 @@ def test_the_lane_holds_exactly_the_extractors_that_read_the_counter_table_or_th
 
 @needs_fork
 @pytest.mark.parametrize("bundle", BUNDLES)
-def test_forked_lane_gives_the_same_findings_byte_for_byte(bundle: str) -> None:
+def test_forked_lane_gives_the_same_findings_byte_for_byte(bundle: str, fork_allowed: None) -> None:
     serial = pipeline.gather([FIXTURES / bundle], limits=SERIAL)
     forked = pipeline.gather([FIXTURES / bundle], limits=FORK)
     assert serial.findings, bundle
@@ -76,7 +83,7 @@ def _context(bundle: str) -> Context:
 
 
 @needs_fork
-def test_a_child_that_dies_costs_time_not_findings(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_child_that_dies_costs_time_not_findings(monkeypatch: pytest.MonkeyPatch, fork_allowed: None) -> None:
     want = [f.model_dump_json() for f in pipeline.run_extractors(_context("link/bad_cable"), SERIAL)[0]]
     parent = os.getpid()
     name, fn = next((n, f) for n, f in all_extractors() if n in FABRIC_LANE)
@@ -95,7 +102,8 @@ def test_a_child_that_dies_costs_time_not_findings(monkeypatch: pytest.MonkeyPat
 
 
 @needs_fork
-def test_an_extractor_that_fails_in_the_child_is_reported_as_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_extractor_that_fails_in_the_child_is_reported_as_in_one_process(monkeypatch: pytest.MonkeyPatch,
+                                                                           fork_allowed: None) -> None:
     name = sorted(FABRIC_LANE)[0]
 
     def broken(ctx: Context) -> list:

@@ -304,15 +304,20 @@ def test_small_files_handed_to_an_idle_second_process_merge_in_file_order(tmp_pa
     monkeypatch.setattr(pipeline, "_HAND_OVER", 8)
     monkeypatch.setattr(pipeline, "_hand_over", spy)
     monkeypatch.setattr(pipeline, "_second_core", _Inline)
+    monkeypatch.setattr(pipeline, "_can_fork", lambda: False)  # the fork server's pool, as from a service thread
     inline = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
     assert len(handed) >= 40  # most small files went to the stand-in
     assert _result(inline) == _result(serial)
 
 
-def test_small_files_with_a_real_second_process_give_the_same_result(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("fork", [True, False], ids=["forked child", "fork server pool"])
+def test_small_files_with_a_real_second_process_give_the_same_result(tmp_path: Path, monkeypatch, fork: bool
+                                                                      ) -> None:
     bundle = _bundle(tmp_path, 24)
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
     monkeypatch.setattr(pipeline, "_HAND_OVER", 4)
+    if not fork:
+        monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
     serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
     parallel = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
     assert _result(parallel) == _result(serial)
@@ -333,6 +338,7 @@ def test_a_second_process_that_cannot_start_loses_no_evidence(tmp_path: Path, mo
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
     serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
     monkeypatch.setattr(pipeline, "_second_core", _Refusing)
+    monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
     refused = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
     assert _result(refused) == _result(serial)  # the dumps it was to take were parsed here instead
     assert any(f.format == "perfquery" and f.records for f in refused.files)

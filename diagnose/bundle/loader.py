@@ -15,6 +15,7 @@ import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 # RFC 1123 labels (no underscore) with a digit: gpu-a017, node03, tpgds-aihub0008
@@ -49,6 +50,7 @@ class BundleFile:
     host_hint: str | None = None
     data: bytes | None = None  # raw bytes of a binary file, for parsers of binary formats (BINARY = True)
     stream: StreamSource | None = None  # set for large files: ``text`` is then only the head
+    sniffed: Any = field(default=None, compare=False, repr=False)  # its formats, once asked (pipeline._sniff)
 
 
 @dataclass(frozen=True)

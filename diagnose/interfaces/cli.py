@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from enum import Enum
 from pathlib import Path  # noqa: TC003 - typer evaluates annotations at run time
 from typing import Annotated
@@ -79,15 +80,22 @@ def _progress_cb():  # type: ignore[no-untyped-def]
         return None, None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    # refreshed from the callback, not by rich's refresh thread: the pipeline forks a second process to parse with
+    # only when no other thread runs (a fork copies one thread; a lock held by another would stay held)
     prog = Progress(TextColumn("parsing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                    console=err, transient=True)
+                    console=err, transient=True, auto_refresh=False)
     task = prog.add_task("", total=None)
+    shown = [0.0]
 
     def cb(path: str, i: int, n: int) -> None:
         if i < 0:  # progress inside one large file
             prog.update(task, description=path[-60:])
         else:
             prog.update(task, total=n, completed=i, description=path[-60:])
+        now = time.monotonic()
+        if now - shown[0] >= 0.1 or i == n:
+            shown[0] = now
+            prog.refresh()
 
     return prog, cb
 

@@ -66,11 +66,13 @@ import numpy as np
 import structlog
 
 from diagnose.gcpause import gc_paused
-from diagnose.models.records import TEXT_CLIP, ParseResult, Record, clip
+from diagnose.models.records import TEXT_CLIP, ColumnBatch, ParseResult, Record, clip
 from diagnose.parsers._fabric import FabricLink, FabricNode, FabricPortState, norm_width, speed_name
 from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
 
 FORMAT = "ibnetdiscover"
+PARSE_NS_PER_BYTE = 50.0  # measured on a simulated 4,096-host topology
+COLUMNS_WHEN_LARGE = True  # a large topology's links and nodes come as column batches (BATCH_MIN)
 
 log = structlog.get_logger("diagnose.parsers.ibnetdiscover")
 
@@ -265,14 +267,21 @@ class _Lines:
             )
         )
 
-    def finish(self) -> None:
-        """Node records, line order, then the problems only the end of the file shows (cut comments, truncation)."""
+    def finish(self, batch: bool = False) -> None:
+        """Node records, line order, then the problems only the end of the file shows (cut comments, truncation).
+        ``batch``: from :data:`BATCH_MIN` nodes, one column batch instead of a record per node."""
         if self.nodes:
             cols = list(zip(*self.nodes, strict=True))
-            self.records.extend(_build(
-                FabricNode, len(self.nodes), source=repeat(self.source), line=cols[0], text=_clip_all(cols[1]),
-                host=cols[2], guid=cols[3], node_type=cols[4], description=cols[5], ports=cols[6], lid=cols[7],
-            ))
+            columns = dict(source=[self.source] * len(self.nodes), line=cols[0], text=_clip_all(list(cols[1])),
+                           host=cols[2], guid=cols[3], node_type=cols[4], description=cols[5], ports=cols[6],
+                           lid=cols[7])
+            if batch and len(self.nodes) >= BATCH_MIN:  # rows come in line order
+                columns = {f.name: list(columns[f.name]) for f in fields(FabricNode)}
+                columns["line"] = np.array(columns["line"], dtype=np.int64)  # type: ignore[assignment]
+                self.records.append(ColumnBatch(source=self.source, line=int(cols[0][0]), text="", host=None,
+                                                table="FabricNode", columns=columns, line_columns=("line",)))
+            else:
+                self.records.extend(_build(FabricNode, len(self.nodes), **columns))
         _sort_by_line(self.records)
         last_content = self.last_content
         for n, snippet in self.bad_comments:
@@ -334,6 +343,11 @@ _LINK_HEAD, _NODE_HEAD, _BLANK_HEAD, _OTHER_HEAD = range(4)
 _HEAD_OF = np.full(129, _OTHER_HEAD, np.uint8)  # by the first character's code point (128: any other)
 _HEAD_OF[[ord("["), ord("S"), ord("C"), ord("R")]] = _LINK_HEAD, _NODE_HEAD, _NODE_HEAD, _NODE_HEAD
 _IDS = ("vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "rtguid=")
+# from this many FabricLink rows the fast reader returns them as one column batch (the frame's columns) instead of
+# one record each: a 4,096-host fabric has ~200k, and their records cost more to build, frame and send between
+# processes than reading them did
+BATCH_MIN = 4096
+_NOT_SHOWN = ("source", "state", "phys_state")  # FabricLink fields the topology file never shows
 _CHUNK = 1 << 15  # lines per chunk: bounds the regex tuples alive at once (~5 MiB)
 _GET_LINK = tuple(map(itemgetter, range(7)))  # port, rguid, rport, ca_lid, rdesc, rlid, ws
 _get_port = _GET_LINK[0]
@@ -344,22 +358,59 @@ _get_nports, _get_rest = itemgetter(_NPORTS), itemgetter(_REST)
 
 
 class _LinkColumns:
-    """The FabricLink records of the lines read column-wise, and the caches of the normalised values, which repeat
+    """The FabricLink rows of the lines read column-wise, and the caches of the normalised values, which repeat
     on many lines (one GUID string each, shared)."""
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.links: list[FabricLink] = []
+        self.cols: dict[str, list[Any]] = {f.name: [] for f in fields(FabricLink) if f.name not in _NOT_SHOWN}
+        self.n = 0
         self.guids: dict[str, str] = {}
         self.widths: dict[str, str | None] = {}  # by the topology file's '4xNDR'
         self.speeds: dict[str, str | None] = {}
         self.norm: dict[Any, dict[str, Any]] = {}  # normaliser -> printed -> normalised
 
     def add(self, n: int, **columns: Iterable[Any]) -> None:
-        """``n`` more records from their columns (all fields but the source and the states, which the topology
+        """``n`` more rows from their columns (all fields but the source and the states, which the topology
         file does not show)."""
-        self.links.extend(_build(FabricLink, n, source=repeat(self.source), state=repeat(None),
-                                 phys_state=repeat(None), **columns))
+        if set(columns) != set(self.cols):
+            raise ValueError(f"FabricLink: columns {sorted(columns)} are not its fields")
+        for name, values in columns.items():
+            self.cols[name].extend(islice(values, n) if type(values) is repeat else values)
+        self.n += n
+        if any(len(col) != self.n for col in self.cols.values()):
+            raise ValueError(f"FabricLink: not {n} values in every column")
+
+    def emit(self, records: list[Record]) -> None:
+        """The rows as records, or, from :data:`BATCH_MIN` rows, as one column batch (the table the frame is built
+        from, without an object per row) holding the line-by-line reader's FabricLink records too, in line order."""
+        cols = self.cols
+        if self.n < BATCH_MIN:
+            records.extend(_build(FabricLink, self.n, source=repeat(self.source), state=repeat(None),
+                                  phys_state=repeat(None), **cols))
+            return
+        full: dict[str, list[Any]] = {"source": [self.source] * self.n, "state": [None] * self.n,
+                                      "phys_state": [None] * self.n, **cols}
+        alone = [r for r in records if type(r) is FabricLink]
+        if alone:
+            records[:] = [r for r in records if type(r) is not FabricLink]
+            for name, col in full.items():
+                col.extend(map(attrgetter(name), alone))
+        line = np.array(full["line"], dtype=np.int64)
+        columns: dict[str, object] = {}
+        if len(line) > 1 and (line[1:] < line[:-1]).any():
+            order = np.argsort(line, kind="stable")
+            line = line[order]
+            pick = order.tolist()
+            for f in fields(FabricLink):
+                if f.name != "line":
+                    columns[f.name] = list(map(full[f.name].__getitem__, pick))
+        else:
+            columns = {f.name: full[f.name] for f in fields(FabricLink) if f.name != "line"}
+        columns["line"] = line
+        columns = {f.name: columns[f.name] for f in fields(FabricLink)}  # the records' field order
+        records.append(ColumnBatch(source=self.source, line=int(line[0]), text="", host=None, table="FabricLink",
+                                   columns=columns, line_columns=("line",)))
 
     def guid_of(self, values: Iterable[str]) -> dict[str, str]:
         """The cache of :func:`norm_guid` for 1-16 hex digits without ``0x``, updated for ``values``."""
@@ -400,8 +451,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             _parse_lines(text, source, host, records, problems)
             return
     st.last_content = next(((i + 1, lines[i]) for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), None)
-    records.extend(out.links)
-    st.finish()
+    out.emit(records)
+    st.finish(batch=True)
 
 
 def _heads(text: str) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,7 @@ from diagnose.models.records import ColumnBatch, LineIndex, ParseResult, Record,
 from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
 
 FORMAT = "perfquery"
+PARSE_NS_PER_BYTE = 7.0  # the bulk reader, measured on simulated 4,096-host dumps (the line parser is slower)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,192 @@
+"""The forked second process that parses the large files (and small ones when it is idle): whatever it does or
+fails to do, the evidence is what one process alone gives, and nothing of it is left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diagnose import pipeline
+from diagnose.bundle import LoadLimits
+from diagnose.models.records import ColumnBatch
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+SMALL = dict(stream_bytes=16 * 1024, chunk_bytes=4096)  # the fixture's dumps and topology count as large
+FORKED = LoadLimits(parallel_min_bytes=1, **SMALL)
+SERIAL = LoadLimits(parallel_min_bytes=0, **SMALL)
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="no fork or one core")
+
+
+def _bundle(tmp_path: Path, hosts: int) -> Path:
+    b = tmp_path / "bundle"
+    shutil.copytree(ROOT / "fixtures/link/bad_cable/positive-fattree64-hca-end", b)
+    ib = sorted((DATA / "ibstat").glob("*.txt"))
+    for i in range(hosts):
+        d = b / f"gpu-z{i:03d}"
+        d.mkdir()
+        shutil.copy(ib[i % len(ib)], d / "ibstat.txt")
+    return b
+
+
+def _result(ev: pipeline.Evidence) -> tuple[Any, ...]:
+    records = [(r.source, r.table, {k: list(v) for k, v in r.columns.items()}) if isinstance(r, ColumnBatch) else r
+               for r in ev.records]
+    return records, ev.files, ev.formats, [f.model_dump_json() for f in ev.findings]
+
+
+@pytest.fixture
+def fork_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads other tests leave behind (idle daemons) would keep the pipeline from forking: allowed here, where
+    only the machinery is under test (``_can_fork`` has a test of its own)."""
+    monkeypatch.setattr(pipeline, "_can_fork", lambda: True)
+
+
+@pytest.fixture
+def spill_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork_allowed: None) -> Path:
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids of the children forked to parse (each must be reaped by the time gather returns)."""
+    pids: list[int] = []
+    real = pipeline._ForkSecond.start.__func__  # type: ignore[attr-defined]
+
+    def start(cls: type, *a: Any) -> Any:
+        got = real(cls, *a)
+        if got is not None:
+            pids.append(got.pid)
+        return got
+
+    monkeypatch.setattr(pipeline._ForkSecond, "start", classmethod(start))
+    return pids
+
+
+def _reaped(pids: list[int]) -> bool:
+    assert pids, f"no child was forked; threads running: {[t.name for t in threading.enumerate()]}"
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return bool(pids)
+
+
+def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_path: Path, spill_root: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch,
+                                                                             children: list[int]) -> None:
+    bundle = _bundle(tmp_path, 40)
+    serial = pipeline.gather([bundle], limits=SERIAL)
+    sent: list[int] = []
+    real_send = pipeline._ForkSecond.send
+
+    def spy(self: pipeline._ForkSecond, batch: list[int], costs: list[float]) -> bool:
+        sent.extend(batch)
+        return real_send(self, batch, costs)
+
+    monkeypatch.setattr(pipeline, "_HAND_OVER", 4)
+    monkeypatch.setattr(pipeline._ForkSecond, "send", spy)
+    forked = pipeline.gather([bundle], limits=FORKED)
+    assert _result(forked) == _result(serial)
+    assert forked.second_core_peak_mib > 0  # the child did parse some of it
+    assert list(spill_root.iterdir()) == []
+    assert _reaped(children)
+
+
+def test_a_child_that_dies_at_once_loses_nothing(tmp_path: Path, spill_root: Path,
+                                                 monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+    bundle = _bundle(tmp_path, 6)
+    serial = pipeline.gather([bundle], limits=SERIAL)
+    monkeypatch.setattr(pipeline, "_serve", lambda *a: os._exit(7))
+    forked = pipeline.gather([bundle], limits=FORKED)
+    assert _result(forked) == _result(serial)
+    assert forked.second_core_peak_mib == 0  # all of it was parsed here
+    assert list(spill_root.iterdir()) == []
+    assert _reaped(children)
+
+
+def test_a_child_that_dies_midway_loses_nothing(tmp_path: Path, spill_root: Path,
+                                                monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+    bundle = _bundle(tmp_path, 6)
+    serial = pipeline.gather([bundle], limits=SERIAL)
+    real = pipeline._parse_file
+    parent = os.getpid()
+    calls = [0]
+
+    def dies_on_its_second_file(bf: Any, *a: Any, **k: Any) -> None:
+        if os.getpid() != parent:
+            calls[0] += 1
+            if calls[0] == 2:
+                os._exit(9)
+        real(bf, *a, **k)
+
+    monkeypatch.setattr(pipeline, "_parse_file", dies_on_its_second_file)
+    forked = pipeline.gather([bundle], limits=FORKED)
+    assert _result(forked) == _result(serial)
+    assert forked.second_core_peak_mib > 0  # its first file did come back
+    assert _reaped(children)
+
+
+def test_results_the_child_cannot_store_are_parsed_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         fork_allowed: None, children: list[int]) -> None:
+    bundle = _bundle(tmp_path, 6)
+    serial = pipeline.gather([bundle], limits=SERIAL)
+
+    def no_room(*a: Any, **k: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_room)  # the child's pickles; the folder itself is made here
+    forked = pipeline.gather([bundle], limits=FORKED)
+    assert _result(forked) == _result(serial)
+    assert forked.second_core_peak_mib == 0
+    assert _reaped(children)
+
+
+def test_this_process_takes_the_large_files_a_slow_child_has_not_started(tmp_path: Path, spill_root: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         children: list[int]) -> None:
+    bundle = _bundle(tmp_path, 6)
+    serial = pipeline.gather([bundle], limits=SERIAL)
+    taken: list[int] = []
+    real_claim, real_serve = pipeline._ForkSecond.claim, pipeline._serve
+
+    def claim(self: pipeline._ForkSecond) -> int | None:
+        got = real_claim(self)
+        if got is not None:
+            taken.append(got)
+        return got
+
+    def slow(*a: Any) -> None:
+        time.sleep(2.0)  # this process is done with its own files long before
+        real_serve(*a)
+
+    monkeypatch.setattr(pipeline._ForkSecond, "claim", claim)
+    monkeypatch.setattr(pipeline, "_serve", slow)
+    forked = pipeline.gather([bundle], limits=FORKED)
+    assert len(taken) == 3  # both dumps and the topology
+    assert _result(forked) == _result(serial)
+    assert _reaped(children)
+
+
+def test_no_fork_while_another_thread_runs() -> None:
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert not pipeline._can_fork()  # a service's worker threads: the fork server's pool instead
+    finally:
+        stop.set()
+        t.join()
