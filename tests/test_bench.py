@@ -108,7 +108,7 @@ def test_scale_bench_row_measures_a_real_triage(tmp_path) -> None:
     assert row.hosts == 16 and row.gpus == 128
     assert row.files > 16 * 2  # ibstat and dmesg of every host, the fabric files, the job log
     assert row.ports > 16 * 8  # HCA ports and the switch ports
-    assert row.wall_s > row.floor_s > 0 and row.peak_rss_mib > 50
+    assert row.wall_s > row.floor_s > 0 and row.peak_mib > 50 and row.rss_bound_mib > 50
     assert row.top_cause == "link.bad_cable" and row.located
     assert "link.bad_cable (yes)" in scale_table([row])
     assert not any(tmp_path.iterdir())  # the bundles are removed
