@@ -21,7 +21,7 @@ from diagnose.bundle.loader import iter_text_chunks, read_capped, read_whole
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
-from diagnose.evidence.extractors import all_extractors
+from diagnose.evidence.extractors import FABRIC_LANE_READS, FABRIC_TABLES, all_extractors
 from diagnose.evidence.frames import build_frames
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
 from diagnose.models.records import ColumnBatch, Record
@@ -447,7 +447,45 @@ def _fork_lane(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Find
     return _Lane(pid, path, todo)
 
 
-def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = None) -> tuple[list[Finding], float]:
+class _RemoteLane:
+    """The fabric extractors in the forked child that parsed the counter dumps and the topology and kept their
+    records (see :func:`_serve`): this process sends it the fabric tables' records it parsed itself and the other
+    tables those extractors read (:data:`FABRIC_LANE_READS`); if the child cannot answer, the files it parsed are
+    parsed again here for their fabric records and the extractors run here."""
+
+    def __init__(self, second: _ForkSecond, files: list[BundleFile], limits: LoadLimits, parts: list[Evidence],
+                 spill: _SpillDir) -> None:
+        self.second, self.files, self.limits, self.spill = second, files, limits, spill
+        self.theirs = sorted(i for i in second.mine() if second.done.get(i) is not None)  # their records are there
+        self.sent: dict[int, list[Record]] = {}
+        for i, part in enumerate(parts):  # this process's own fabric records leave its frames
+            owned, part.records = _owned(part.records)
+            if owned:
+                self.sent[i] = owned
+
+    def start(self, ctx: Context) -> bool:
+        where = self.spill.get()
+        shared = {k: ctx.frames[k] for k in FABRIC_LANE_READS if k in ctx.frames}
+        return where is not None and self.second.ask_lane(self.sent, shared, set(ctx.formats), where)
+
+    def collect(self, ctx: Context, todo: list[tuple[str, Callable[[Context], list[Finding]]]], asked: bool
+                ) -> tuple[dict[str, tuple[list[Finding], str | None]], float]:
+        got = self.second.lane_result() if asked else None
+        if got is not None and set(got[0]) == {n for n, _ in todo}:
+            return got
+        log.warning("fabric_lane_failed", error="the second process gave no fabric findings; running them here")
+        by_file = dict(self.sent)
+        for i in self.theirs:
+            owned, _ = _owned(_parse_here(self.files[i], self.limits).records)
+            if owned:
+                by_file[i] = owned
+        local = Context(frames={**ctx.frames, **build_frames([r for i in sorted(by_file) for r in by_file[i]])},
+                        formats=ctx.formats)
+        return _run_some(local, todo), 0.0
+
+
+def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = None,
+                   remote: _RemoteLane | None = None) -> tuple[list[Finding], float]:
     """Every extractor's findings, in registry order, and the MiB a second process added (0 when none ran).
 
     On a large bundle the fabric extractors (those reading the counter table or the fabric graph, which only they
@@ -460,8 +498,14 @@ def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = N
     rows = sum(len(ctx.frames[k]) for k in _LANE_FRAMES if k in ctx.frames)
     own = spill or _SpillDir()
     try:
+        if remote is not None:  # the child that parsed the fabric tables runs them (see _RemoteLane)
+            asked = remote.start(ctx)
+            here = _run_some(ctx, [(n, f) for n, f in todo if n not in FABRIC_LANE])
+            got, mib = remote.collect(ctx, fabric, asked)
+            here.update(got)
+            return _merged(todo, here), mib
         lane = None
-        if fabric and 0 < limits.fabric_lane_min_rows <= rows and (os.cpu_count() or 1) >= 2:
+        if fabric and 0 < limits.fabric_lane_min_rows <= rows:
             lane = _fork_lane(ctx, fabric, own)
         here = _run_some(ctx, [(n, f) for n, f in todo if lane is None or n not in FABRIC_LANE])
         mib = 0.0
@@ -471,6 +515,12 @@ def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = N
     finally:
         if spill is None:
             own.close()
+    return _merged(todo, here), mib
+
+
+def _merged(todo: list[tuple[str, Callable[[Context], list[Finding]]]],
+            here: dict[str, tuple[list[Finding], str | None]]) -> list[Finding]:
+    """Every extractor's findings in registry order, a failed one's error as a finding of its own."""
     raw: list[Finding] = []
     for name, _fn in todo:
         found, error = here[name]
@@ -478,7 +528,7 @@ def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = N
         if error is not None:
             log.warning("extractor_failed", extractor=name, error=error)
             raw.append(finding("extractor_failed", f"Extractor {name} failed: {error}", attrs={"extractor": name}))
-    return raw, mib
+    return raw
 
 
 def _parse_pooled(files: list[BundleFile], offload: set[int], limits: LoadLimits, progress: Progress | None,
@@ -599,9 +649,12 @@ class _ForkSecond:
         self.loaded: dict[str, list[Evidence] | None] = {}
         self.eof = False
         self._buf = b""
+        self.own_fabric = False  # the child keeps the fabric tables' records and runs the fabric extractors
+        self.lane: str | None = None  # where the child left the fabric extractors' results ("-": it could not)
 
     @classmethod
-    def start(cls, files: list[BundleFile], limits: LoadLimits, spill: _SpillDir) -> _ForkSecond | None:
+    def start(cls, files: list[BundleFile], limits: LoadLimits, spill: _SpillDir, own_fabric: bool = False
+              ) -> _ForkSecond | None:
         """Fork the child. Both processes then work out the bulk files (:func:`_plan`) on their own."""
         where = spill.get()
         if where is None:
@@ -621,14 +674,16 @@ class _ForkSecond:
             try:
                 os.close(jw)
                 os.close(rr)
-                _serve(files, limits, claims, where, jr, rw)
+                _serve(files, limits, claims, where, jr, rw, own_fabric)
                 code = 0
             finally:
                 os._exit(code)
         os.close(jr)
         os.close(rw)
         bulk, costs = _plan(files, limits)
-        return cls(pid, jw, rr, bulk, claims, costs)
+        second = cls(pid, jw, rr, bulk, claims, costs)
+        second.own_fabric = own_fabric
+        return second
 
     def claim(self) -> int | None:
         """A bulk file nobody has started, for this process (the smallest left), or None."""
@@ -698,6 +753,37 @@ class _ForkSecond:
         batch = self.loaded[path]
         return batch[pos] if batch is not None else None
 
+    def ask_lane(self, sent: dict[int, list[Record]], shared: dict[str, Any], formats: set[str], where: str
+                 ) -> bool:
+        """Ask the child for the fabric extractors' findings (see :func:`_serve_lane`)."""
+        import pickle
+        import tempfile
+
+        try:
+            fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((sent, shared, formats), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.write(self.jobs, f"lane {path}\n".encode())
+        except Exception as exc:  # noqa: BLE001
+            log.warning("fabric_lane_failed", error=repr(exc))
+            return False
+        return True
+
+    def lane_result(self) -> tuple[dict[str, tuple[list[Finding], str | None]], float] | None:
+        """The child's fabric findings (and its private MiB), or None if it could not give them."""
+        import pickle
+
+        while self.lane is None and not self.eof:
+            self._pump(block=True)
+        if self.lane in (None, "-"):
+            return None
+        try:
+            with open(self.lane, "rb") as fh:
+                return pickle.load(fh)  # type: ignore[no-any-return]
+        except Exception as exc:  # noqa: BLE001
+            log.warning("fabric_lane_failed", error=repr(exc))
+            return None
+
     def wait_any(self, files: list[int]) -> None:
         """Until one of ``files`` is reported (or the child is gone)."""
         while not self.eof and not any(i in self.done for i in files):
@@ -717,6 +803,9 @@ class _ForkSecond:
         *lines, self._buf = (self._buf + data).split(b"\n")
         for ln in lines:
             batch, _, path = ln.decode().partition(" ")
+            if batch == "lane":
+                self.lane = path
+                continue
             for pos, i in enumerate(map(int, batch.split(","))):
                 self.done[i] = None if path == "-" else (path, pos)
 
@@ -787,20 +876,37 @@ class _Claims:
         self.map.close()
 
 
+def _owned(records: list[Record]) -> tuple[list[Record], list[Record]]:
+    """``records`` split into the fabric tables' (:data:`FABRIC_TABLES`) and the rest, each in order."""
+    mine: list[Record] = []
+    rest: list[Record] = []
+    for r in records:
+        (mine if (r.table if isinstance(r, ColumnBatch) else type(r).__name__) in FABRIC_TABLES else rest).append(r)
+    return mine, rest
+
+
 def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: str, jobs_fd: int,
-           results_fd: int) -> None:
+           results_fd: int, own_fabric: bool) -> None:
     """The child's loop: the bulk files it can claim, front first, then the batches sent until the pipe closes.
-    Each file or batch is left in one pickle (a list of Evidence, one per file) and reported on one line."""
+    Each file or batch is left in one pickle (a list of Evidence, one per file) and reported on one line.
+
+    ``own_fabric``: the records of the fabric tables stay here (never pickled); a ``lane PATH`` line then asks for
+    the fabric extractors' findings, run here on them (see :func:`_serve_lane`)."""
     import pickle
     import tempfile
 
     gc.freeze()
+    kept: dict[int, list[Record]] = {}
 
     def parse(batch: list[int]) -> None:
         parts = []
         for i in batch:
             part = Evidence()
             _parse_file(files[i], part, limits)
+            if own_fabric:
+                owned, part.records = _owned(part.records)
+                if owned:
+                    kept[i] = owned
             parts.append(part)
         mib = _private_mib()
         for part in parts:
@@ -819,7 +925,37 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
             parse([i])
     with os.fdopen(jobs_fd, "rb") as jobs:
         for line in jobs:
-            parse([int(tok) for tok in line.split()])
+            if line.startswith(b"lane "):
+                _serve_lane(kept, line[5:].strip().decode(), where, results_fd)
+            else:
+                parse([int(tok) for tok in line.split()])
+
+
+def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results_fd: int) -> None:
+    """Run the fabric extractors in the child on the fabric tables' records it kept plus those this process sends
+    (``request``: a pickle of (records by file, the other frames the extractors read, formats)), all in file order;
+    their results are left in a pickle reported as ``lane PATH`` (``lane -`` when they could not be)."""
+    import pickle
+    import tempfile
+
+    from diagnose.evidence.extractors import FABRIC_LANE
+
+    path = "-"
+    try:
+        with open(request, "rb") as fh:
+            sent, shared, formats = pickle.load(fh)
+        by_file = {**kept, **sent}
+        frames = build_frames([r for i in sorted(by_file) for r in by_file[i]])
+        frames.update(shared)
+        ctx = Context(frames=frames, formats=formats)
+        gc.freeze()
+        out = _run_some(ctx, [(n, f) for n, f in all_extractors() if n in FABRIC_LANE])
+        fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump((out, _private_mib()), fh, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - this process then runs them on what it parses again
+        path = "-"
+    os.write(results_fd, f"lane {path}\n".encode())
 
 
 def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecond, limits: LoadLimits,
@@ -888,7 +1024,8 @@ def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecon
     except BaseException:
         second.close(kill=True)
         raise
-    second.close()
+    if not second.own_fabric:  # else it stays for the fabric extractors (gather closes it)
+        second.close()
     return [p if p is not None else _parse_here(files[j], limits, progress) for j, p in enumerate(parts)]
 
 
@@ -923,20 +1060,38 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     gc.freeze()  # the loaded texts live until the end and hold no cycles: no collection walks them again
     # the child is forked before anything is sniffed: choosing its files imports every parser (~0.5 s), which
     # the child then does at the same time as this process instead of after it
-    second = _ForkSecond.start(files, limits, spill) if _can_fork() and _worth_a_second(files, limits) else None
+    # Without records to return (triage), the child keeps the fabric tables' records it parses (the counter dumps
+    # and the topology: most of a large bundle's bytes) and later runs the fabric extractors on them itself;
+    # they never cross to this process, which holds the rest.
+    second = _ForkSecond.start(files, limits, spill, own_fabric=not keep_records) \
+        if _can_fork() and _worth_a_second(files, limits) else None
     offload = _offloadable(files, limits)
-    if second is not None and offload:
-        parts = _parse_forked(files, offload, second, limits, progress)
-    else:
-        if second is not None:
-            second.close()
-        parts = _parse_pooled(files, offload, limits, progress, spill)
-    for part in parts:  # merged in file order: the result does not depend on timing
-        ev.records.extend(part.records)
-        ev.files.extend(part.files)
-        ev.formats |= part.formats
-        ev.second_core_peak_mib = max(ev.second_core_peak_mib, part.second_core_peak_mib)
-    log.info("bundle_parsed", files=len(files), records=len(ev.records), formats=sorted(ev.formats))
+    remote: _RemoteLane | None = None
+    try:
+        if second is not None and offload:
+            parts = _parse_forked(files, offload, second, limits, progress)
+            if second.own_fabric:
+                remote = _RemoteLane(second, files, limits, parts, spill)
+        else:
+            if second is not None:
+                second.close()
+            parts = _parse_pooled(files, offload, limits, progress, spill)
+        for part in parts:  # merged in file order: the result does not depend on timing
+            ev.records.extend(part.records)
+            ev.files.extend(part.files)
+            ev.formats |= part.formats
+            ev.second_core_peak_mib = max(ev.second_core_peak_mib, part.second_core_peak_mib)
+        del parts
+        return _findings(ev, symptom, symptom_source, limits, keep_records, spill, remote)
+    finally:
+        if remote is not None:
+            remote.second.close()
+
+
+def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: LoadLimits, keep_records: bool,
+              spill: _SpillDir, remote: _RemoteLane | None) -> Evidence:
+    """Frames of the parsed records, the extractors' findings, and the symptoms they imply."""
+    log.info("bundle_parsed", files=len(ev.files), records=len(ev.records), formats=sorted(ev.formats))
     if symptom and symptom.strip():
         ev.symptoms.extend(from_text(symptom, symptom_source))
         ev.records.extend(text_records(symptom))
@@ -948,7 +1103,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     # hosts). Frozen, they sit in the permanent generation until gather() unfreezes them. Process-wide, but it
     # only delays cycle collection.
     gc.freeze()
-    raw, lane_mib = run_extractors(ctx, limits, spill)
+    raw, lane_mib = run_extractors(ctx, limits, spill, remote)
     ev.second_core_peak_mib = max(ev.second_core_peak_mib, lane_mib)
     for fe in ev.files:
         if fe.problem and (fe.format in ("unreadable", "unknown", "empty") or fe.records == 0):

@@ -12,7 +12,7 @@ from diagnose import pipeline
 from diagnose.bundle import LoadLimits
 from diagnose.evidence import extractors
 from diagnose.evidence.context import Context
-from diagnose.evidence.extractors import FABRIC_LANE, all_extractors
+from diagnose.evidence.extractors import FABRIC_LANE, FABRIC_LANE_READS, FABRIC_TABLES, all_extractors
 from diagnose.evidence.frames import build_frames
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -128,3 +128,45 @@ def test_no_fork_from_a_worker_thread() -> None:
     t.start()
     t.join()
     assert got == [0.0]  # a service worker runs every extractor itself
+
+
+class _Reads(dict):  # type: ignore[type-arg]
+    """Frames that note which tables are asked for."""
+
+    def __init__(self, frames: dict) -> None:  # type: ignore[type-arg]
+        super().__init__(frames)
+        self.read: set[str] = set()
+
+    def get(self, k: str, default: object = None) -> object:
+        self.read.add(k)
+        return super().get(k, default)
+
+    def __getitem__(self, k: str) -> object:
+        self.read.add(k)
+        return super().__getitem__(k)
+
+    def __contains__(self, k: object) -> bool:
+        self.read.add(str(k))
+        return super().__contains__(k)
+
+
+READ_BUNDLES = [*BUNDLES, "fabric/pkey_mismatch", "fabric/adaptive_routing_off", "link/port_down", "link/degraded",
+                "roce/pfc_ecn", "nccl/version_mismatch", "gpu/xid_error", "host/gdr_unavailable"]
+
+
+@pytest.mark.parametrize("bundle", READ_BUNDLES)
+def test_the_lanes_read_only_the_tables_declared_for_them(bundle: str) -> None:
+    """A process that runs the fabric extractors apart gets FABRIC_TABLES and FABRIC_LANE_READS only; the other
+    extractors never see FABRIC_TABLES. A table read but not declared would be missing there without a sound."""
+    ev = pipeline.gather([FIXTURES / bundle], limits=SERIAL)
+    frames = build_frames(ev.records)
+    for lane in (True, False):
+        reads = _Reads(frames)
+        ctx = Context(frames=reads, formats=ev.formats)
+        for name, fn in all_extractors():
+            if (name in FABRIC_LANE) == lane:
+                fn(ctx)
+        if lane:
+            assert reads.read <= FABRIC_TABLES | FABRIC_LANE_READS, reads.read - FABRIC_TABLES - FABRIC_LANE_READS
+        else:
+            assert not reads.read & FABRIC_TABLES

@@ -64,8 +64,8 @@ def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     pids: list[int] = []
     real = pipeline._ForkSecond.start.__func__  # type: ignore[attr-defined]
 
-    def start(cls: type, *a: Any) -> Any:
-        got = real(cls, *a)
+    def start(cls: type, *a: Any, **k: Any) -> Any:
+        got = real(cls, *a, **k)
         if got is not None:
             pids.append(got.pid)
         return got
@@ -190,3 +190,67 @@ def test_no_fork_while_another_thread_runs() -> None:
     finally:
         stop.set()
         t.join()
+
+
+def _findings(ev: pipeline.Evidence) -> tuple[Any, ...]:
+    return [f.model_dump_json() for f in ev.findings], ev.files, ev.formats, ev.symptoms
+
+
+def test_triage_leaves_the_fabric_tables_and_their_extractors_to_the_child(tmp_path: Path, spill_root: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           children: list[int]) -> None:
+    """Without records to return, the counter dumps and topology stay in the child, which runs the fabric
+    extractors on them: the findings are those of one process."""
+    bundle = _bundle(tmp_path, 12)
+    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
+    answered: list[bool] = []
+    real = pipeline._ForkSecond.lane_result
+
+    def spy(self: pipeline._ForkSecond) -> Any:
+        got = real(self)
+        answered.append(got is not None)
+        return got
+
+    monkeypatch.setattr(pipeline._ForkSecond, "lane_result", spy)
+    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    assert answered == [True]  # the child ran the fabric extractors
+    assert _findings(forked) == _findings(serial)
+    assert any(f.kind == "port_counter_errors" for f in forked.findings)
+    assert forked.second_core_peak_mib > 0
+    assert list(spill_root.iterdir()) == []
+    assert _reaped(children)
+
+
+@pytest.mark.parametrize("how", ["dies", "fails"])
+def test_a_child_that_cannot_run_the_fabric_extractors_loses_nothing(tmp_path: Path, spill_root: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     children: list[int], how: str) -> None:
+    """The child parsed the dumps and kept their records, then died (or its extractors could not run): they are
+    parsed again here and the fabric extractors run here."""
+    bundle = _bundle(tmp_path, 6)
+    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
+
+    def dies(*a: Any) -> None:
+        os._exit(5)
+
+    def fails(*a: Any) -> None:
+        raise RuntimeError("no frames")
+
+    if how == "dies":
+        monkeypatch.setattr(pipeline, "_serve_lane", dies)
+    else:
+        monkeypatch.setattr(pipeline, "build_frames", _fails_in_child(pipeline.build_frames))
+    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    assert _findings(forked) == _findings(serial)
+    assert _reaped(children)
+
+
+def _fails_in_child(real: Any) -> Any:
+    parent = os.getpid()
+
+    def build(records: Any) -> Any:
+        if os.getpid() != parent:
+            raise RuntimeError("no frames")
+        return real(records)
+
+    return build

@@ -15,6 +15,13 @@ from diagnose.models.diagnosis import Finding
 Extractor = Callable[[Context], list[Finding]]
 _REGISTRY: list[tuple[str, Extractor]] = []
 FABRIC_LANE: set[str] = set()  # extractors that read the port-counter table or the fabric graph
+# the tables only the counter table and the fabric graph are built from (no extractor outside FABRIC_LANE reads
+# them), and the other tables FABRIC_LANE extractors read: a process that runs the fabric extractors apart from
+# the others needs these and nothing else (tests/test_fabric_lane.py checks both lists against what is read)
+FABRIC_TABLES = frozenset({"PortCounter", "PortCounterWide", "FabricLink", "FabricNode", "FabricPortState"})
+FABRIC_LANE_READS = frozenset({
+    "CudaError", "EnvSetting", "FreeText", "IbPort", "KernelEvent", "Mlx5Event", "NcclWarn", "PeermemEvent",
+    "PgError", "SmEvent", "SmInfo", "ToolError", "ToolMessage", "WatchdogTimeout"})
 
 
 def extractor(fn: Extractor | None = None, *, fabric: bool = False) -> Any:
