@@ -27,6 +27,7 @@ from diagnose.evidence.context import Context, finding, hosts_label, primary, sv
 from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.links import _strs, _vals
+from diagnose.evidence.frames import factorize_runs
 from diagnose.gcpause import gc_paused
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
@@ -210,12 +211,20 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
     links = ctx.frame("FabricLink")
     if links.empty:
         return types, lid_guid, links
-    g_code, g_uniq = pd.factorize(links["guid"].astype(str))  # NaN -> -1, which counts as untyped below
+    # NaN -> -1, which counts as untyped below; a switch's ports are consecutive rows: its GUID is hashed once
+    g_code, g_uniq = factorize_runs(links["guid"].astype(str).to_numpy(object))
     p_code, p_uniq = pd.factorize(links["peer_guid"].astype(str))
     g_uniq, p_uniq = g_uniq.tolist(), p_uniq.tolist()
 
+    asked: dict[tuple[int, int], np.ndarray] = {}
+
     def untyped(code: np.ndarray, uniq: list[str]) -> np.ndarray:
-        return np.append(np.array([u not in types for u in uniq], dtype=bool), True)[code]
+        # types only gains GUIDs: while its size is the same, so is the answer for each GUID (asked once)
+        per_guid = asked.get((id(uniq), len(types)))
+        if per_guid is None:
+            per_guid = asked[(id(uniq), len(types))] = np.append(np.array([u not in types for u in uniq], dtype=bool),
+                                                                 True)
+        return per_guid[code]
 
     # ibnetdiscover -p prints both ends' types (``SW 1719 1 0x.. 4x EDR - SW 1516 1 0x..``); only those lines
     # (they start with the node type) are searched, not the topology file's port lines, and only where they
@@ -267,27 +276,35 @@ def uplink_balance(ctx: Context) -> list[Finding]:
     t = table.series
     if t.empty:
         return []
-    c_all, c_uniq = pd.factorize(t["counter"])  # the counter of each series as an index into UPLINK_COUNTERS
-    c_all = np.append([UPLINK_COUNTERS.index(c) if c in UPLINK_COUNTERS else -1 for c in c_uniq], -1)[c_all]
-    at = np.flatnonzero((c_all >= 0) & (t["port_k"].to_numpy() >= 0))
+    # the counter of each series as an index into UPLINK_COUNTERS, from the table's codes (not its text column)
+    c_all = np.array([UPLINK_COUNTERS.index(c) if c in UPLINK_COUNTERS else -1 for c in table.vocab] + [-1],
+                     dtype=np.int64)[table.series_counter]
+    port_all = t["port_k"].to_numpy()
+    at = np.flatnonzero((c_all >= 0) & (port_all >= 0))
     if not len(at):
         return []
-    t = t[["guid_k", "lid_k", "port_k", "snaps", "inc", "last", "start", "end"]].take(at)
     types, lid_guid, links = _topology(ctx)
     if links.empty:
         return []
-    # the switch of each series: its GUID, else the switch that owns its LID
-    sw = t["guid_k"].to_numpy(object).copy()
-    no_guid = np.flatnonzero(sw == "")
-    l_code, l_uniq = pd.factorize(t["lid_k"].to_numpy()[no_guid])  # each LID looked up once
-    sw[no_guid] = np.array([lid_guid.get(lid) for lid in l_uniq.tolist()], dtype=object)[l_code]
-    code, uniq = pd.factorize(sw)  # None -> -1
-    if not len(uniq):
+    # the switch of each series, as a code into ``names``: its GUID (the table's GUID codes, which are in GUID
+    # order), else the switch that owns its LID
+    g_code, g_names = table.port_keys["guid_k"]
+    code, names = g_code[table.series_port[at]], np.asarray(g_names, dtype=object)
+    no_guid = np.flatnonzero(code == 0) if len(names) and names[0] == "" else np.array([], dtype=np.int64)
+    if len(no_guid):
+        sw = names[code]
+        l_code, l_uniq = pd.factorize(t["lid_k"].to_numpy()[at[no_guid]])  # each LID looked up once
+        sw[no_guid] = np.array([lid_guid.get(lid) for lid in l_uniq.tolist()], dtype=object)[l_code]
+        code, uniq = pd.factorize(sw)  # None -> -1
+        names = np.asarray(uniq, dtype=object)
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[np.argsort(names, kind="stable")] = np.arange(len(names))  # codes in GUID order
+    else:
+        rank = np.arange(len(names))
+    if not len(names):
         return []
-    names = np.asarray(uniq, dtype=object)
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[np.argsort(names, kind="stable")] = np.arange(len(names))  # codes in GUID order
-    is_sw = np.array([types.get(u) == "SW" for u in names], dtype=bool)
+    sw_guids = {g for g, k in types.items() if k == "SW"}
+    is_sw = pd.Index(names).isin(sw_guids)
     # switch-to-switch cables that are up: only their ports are uplinks (a leaf's many HCA ports are not looked at)
     ports = links[[c for c in ("guid", "guid_code", "port", "peer_type", "state", "peer_guid", "description",
                                "peer_description") if c in links]]
@@ -297,7 +314,7 @@ def uplink_balance(ctx: Context) -> list[Finding]:
     if "state" in ports:
         up &= ports["state"].isna() | (ports["state"].astype(object) == "Active")
     ports = ports[up & (ports["port"] >= 0)]
-    port = t["port_k"].to_numpy()
+    port = port_all[at]
     radix = int(max(port.max(), ports["port"].max() if len(ports) else 0)) + 1
     u_code = pd.Index(names).get_indexer(ports["sw"].astype(object))
     u_key = rank[u_code[u_code >= 0]] * radix + ports["port"].to_numpy()[u_code >= 0]
@@ -307,9 +324,10 @@ def uplink_balance(ctx: Context) -> list[Finding]:
         return []
     # per (switch, port): the last value of each counter that has one (amount: the increment between snapshots,
     # else the value), and the most snapshots any of them has
-    c_code = c_all[at][idx]
-    snaps = t["snaps"].to_numpy()[idx]
-    amount = np.where(snaps > 1, t["inc"].to_numpy()[idx], t["last"].to_numpy()[idx]).astype(float)
+    rows = at[idx]  # the series
+    c_code = c_all[rows]
+    snaps = t["snaps"].to_numpy()[rows]
+    amount = np.where(snaps > 1, t["inc"].to_numpy()[rows], t["last"].to_numpy()[rows]).astype(float)
     key_u, grp = np.unique(key[idx], return_inverse=True)
     val = np.full((len(key_u), len(UPLINK_COUNTERS)), np.nan)
     cell = (grp * len(UPLINK_COUNTERS) + c_code)[~np.isnan(amount)]
@@ -355,9 +373,9 @@ def uplink_balance(ctx: Context) -> list[Finding]:
         report = per.sort_values("imbalance", ascending=False, kind="stable").head(1)
     # evidence candidates: the XmitData/XmitWait series of the reported switches, in table order
     ev = np.flatnonzero((c_code != UPLINK_COUNTERS.index("port_rcv_data")) & is_sw[code[idx]]
-                        & pd.Index(names[code[idx]]).isin(report.index))
+                        & pd.Index(names).isin(report.index)[code[idx]])
     ev_series = pd.DataFrame({"sw": names[code[idx[ev]]], "port": port[idx[ev]],
-                              "start": t["start"].to_numpy()[idx[ev]], "end": t["end"].to_numpy()[idx[ev]]})
+                              "start": t["start"].to_numpy()[rows[ev]], "end": t["end"].to_numpy()[rows[ev]]})
     return _skew_findings(ctx, report.sort_index(), j, rows_of, ports, ev_series, round(fabric_max, 2), len(per))
 
 

@@ -386,7 +386,7 @@ def _wait_table(ctx: Context) -> tuple[pd.DataFrame, CounterTable]:
     cached = ctx.cache.get("wait_table")
     if cached is None:
         t, frame = _counter_table(ctx)
-        cached = (t if t.empty else _measured_waits(t), frame)
+        cached = (t if t.empty else _measured_waits(t, frame), frame)
         ctx.cache["wait_table"] = cached
     return cached  # type: ignore[return-value]
 
@@ -394,21 +394,16 @@ def _wait_table(ctx: Context) -> tuple[pd.DataFrame, CounterTable]:
 PORT_KEYS = ["host_k", "dev_k", "guid_k", "lid_k", "port_k"]
 
 
-def _measured_waits(t: pd.DataFrame) -> pd.DataFrame:
-    counter = t["counter"].to_numpy(object)
-    wi, di = np.flatnonzero(counter == "port_xmit_wait"), np.flatnonzero(counter == "port_xmit_data")
+def _measured_waits(t: pd.DataFrame, table: CounterTable) -> pd.DataFrame:
+    """The rows of :func:`_wait_table`, with ``pid``: the table's code of the port."""
+    vocab, counter = table.vocab, table.series_counter  # the table's codes: no comparison of 600k names
+    wi = np.flatnonzero(counter == vocab.index("port_xmit_wait")) if "port_xmit_wait" in vocab else counter[:0]
+    di = np.flatnonzero(counter == vocab.index("port_xmit_data")) if "port_xmit_data" in vocab else counter[:0]
     if not len(wi) or not len(di):
         return pd.DataFrame()
-    # each XmitWait series joined to the XmitData series of its port: the key columns folded into one integer
-    # (re-factorized only when the next column could overflow it)
-    rows = np.concatenate([wi, di])
-    key, span = np.zeros(len(rows), dtype=np.int64), 1
-    for c in PORT_KEYS:
-        codes, uniq = pd.factorize(t[c].to_numpy()[rows])
-        if span * (len(uniq) + 1) >= 1 << 62:
-            key, span = pd.factorize(key)[0], len(rows)
-        key, span = key * (len(uniq) + 1) + codes + 1, span * (len(uniq) + 1)
-    pos = pd.Index(key[len(wi):]).get_indexer(key[: len(wi)])
+    # each XmitWait series joined to the XmitData series of its port (the same key columns: the same port code)
+    pid = table.series_port
+    pos = pd.Index(pid[di]).get_indexer(pid[wi])
     w_rows, d_rows = wi[pos >= 0], di[pos[pos >= 0]]
     if not len(w_rows):
         return pd.DataFrame()
@@ -430,7 +425,7 @@ def _measured_waits(t: pd.DataFrame) -> pd.DataFrame:
     out = {c: col(c, w_rows) for c in PORT_KEYS}
     out.update({"start_w": col("start", w_rows), "end_w": col("end", w_rows), "interval_s_w": col("interval_s", w_rows),
                 "start_d": col("start", d_rows), "end_d": col("end", d_rows), "w": w[ok], "d": d[ok],
-                "ratio": ratio[ok], "basis": np.where(delta_basis[ok], "delta", "cumulative")})
+                "ratio": ratio[ok], "basis": np.where(delta_basis[ok], "delta", "cumulative"), "pid": pid[w_rows]})
     return pd.DataFrame(out)
 
 
@@ -535,18 +530,19 @@ def congestion(ctx: Context) -> list[Finding]:
         attrs={"ports": len(measured), "max_ratio": round(top, 4), "median_ratio": round(med, 4),
                "phy_delta_near": phy_near,
                "hot_ports": len(hot), "delta_ports": int((measured["basis"] == "delta").sum()),
-               "switch_ports": _switch_ports(measured, hca_guids)},
+               "switch_ports": _switch_ports(measured, frame, hca_guids)},
     ))
     return out
 
 
-def _switch_ports(measured: pd.DataFrame, hca_guids: set[str]) -> int:
-    """Measured ports with a GUID, no device and a GUID no HCA port owns: the GUID question is asked once per
-    GUID (a 4,096-host fabric measures 200k switch ports of a few thousand switches)."""
-    guid, dev = measured["guid_k"].to_numpy(object), measured["dev_k"].to_numpy(object)
-    cand = guid[(guid != "") & (dev == "")]
-    codes, uniq = pd.factorize(cand)
-    return int(np.append([u not in hca_guids for u in uniq], True)[codes].sum())  # a missing GUID (-1) counts
+def _switch_ports(measured: pd.DataFrame, table: CounterTable, hca_guids: set[str]) -> int:
+    """Measured ports with a GUID, no device and a GUID no HCA port owns: the questions are asked once per
+    distinct GUID and device, through the table's key codes of the ports (a 4,096-host fabric measures 200k
+    switch ports of a few thousand switches)."""
+    (g_code, guids), (d_code, devs) = table.port_keys["guid_k"], table.port_keys["dev_k"]
+    pid = measured["pid"].to_numpy()
+    guid = g_code[pid][(guids != "")[g_code[pid]] & (devs == "")[d_code[pid]]]
+    return int(np.array([g not in hca_guids for g in guids.tolist()], dtype=bool)[guid].sum())
 
 
 # --------------------------------------------------------------------------------------------- subnet manager
