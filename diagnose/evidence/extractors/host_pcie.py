@@ -352,9 +352,9 @@ def _fw_versions(ctx: Context) -> pd.DataFrame:
     ports = ctx.frame("IbPort")
     cols = ["host", "device", "model", "firmware", "source", "line", "text"]
     if not ports.empty and ports["firmware"].notna().any():
-        p = ports[ports["firmware"].notna()].copy()
-        p["model"] = p["ca_type"].fillna("?").astype(str)
-        p["host"] = _hostk(p)
+        # only the columns returned (the port table of a 4,096-host job has 32k rows of 20 columns)
+        p = ports.loc[ports["firmware"].notna(), ["host", "device", "ca_type", "firmware", "source", "line", "text"]]
+        p = p.assign(host=_hostk(p), ca_type=p["ca_type"].fillna("?").astype(str)).rename(columns={"ca_type": "model"})
         return p.drop_duplicates(subset=["host", "device"])[cols]
     mx = ctx.frame("Mlx5Event")
     if mx.empty:
@@ -375,11 +375,19 @@ def nic_driver_firmware(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     mx = ctx.frame("Mlx5Event")
     if not mx.empty:
-        mx = mx.assign(hostk=_hostk(mx))
-        _mlx5_group(out, mx[mx["category"] == "cmd_timeout"], "mlx5_cmd_timeout", "firmware command timeout")
-        _mlx5_group(out, mx[mx["category"] == "health"], "mlx5_health_error", "health/fatal-error")
-        _mlx5_group(out, mx[mx["category"] == "fw_error"], "mlx5_fw_cmd_error", "failed firmware command")
-        pw = mx[mx["category"] == "pcie_power"]
+        # the few lines of each category, not the whole table (65k mlx5 lines in a 4,096-host bundle) with a host key
+        cat = mx["category"].to_numpy(object)
+
+        def of(category: str) -> pd.DataFrame:
+            rows = mx[cat == category]
+            return rows.assign(hostk=_hostk(rows))
+
+        errors = (cat == "cmd_timeout") | (cat == "health") | (cat == "fw_error")
+        if errors.any():
+            _mlx5_group(out, of("cmd_timeout"), "mlx5_cmd_timeout", "firmware command timeout")
+            _mlx5_group(out, of("health"), "mlx5_health_error", "health/fatal-error")
+            _mlx5_group(out, of("fw_error"), "mlx5_fw_cmd_error", "failed firmware command")
+        pw = of("pcie_power")
         for host, grp in pw.groupby("hostk", sort=True):
             out.append(finding(
                 "mlx5_pcie_power_low",
@@ -387,7 +395,7 @@ def nic_driver_firmware(ctx: Context) -> list[Finding]:
                 " (often a slot power-limit report of the platform, not a fault by itself).",
                 grp.head(4), Location(host=host or None, device=_one(grp["bdf"])), {"nics": int(grp["bdf"].nunique())},
             ))
-        if not mx["category"].isin(["cmd_timeout", "health", "fw_error"]).any():
+        if not errors.any():
             out.append(finding(
                 "mlx5_no_driver_errors",
                 f"Kernel logs hold {len(mx)} mlx5 line(s) and no command timeout, health event or firmware error.",
@@ -396,8 +404,17 @@ def nic_driver_firmware(ctx: Context) -> list[Finding]:
     fw = _fw_versions(ctx)
     if not fw.empty:
         mismatch = False
-        for model, grp in fw.groupby("model", sort=True):
-            counts = grp["firmware"].value_counts()
+        multi = False  # a model with 2+ devices
+        first: dict[str, object] = {}  # model -> its first firmware
+        models = fw["model"].to_numpy(object)
+        distinct = pd.unique(models)
+        for model in sorted(distinct[pd.notna(distinct)].tolist()):
+            grp = fw if len(distinct) == 1 else fw[models == model]
+            multi = multi or int(grp["device"].notna().sum()) >= 2
+            known = grp["firmware"].dropna()
+            if not known.empty:
+                first[model] = known.iloc[0]
+            counts = known.value_counts()
             if len(counts) < 2:
                 continue
             mismatch = True
@@ -420,12 +437,10 @@ def nic_driver_firmware(ctx: Context) -> list[Finding]:
                 {"model": model, "versions": len(counts), "odd_devices": len(odd), "odd_hosts": len(odd_hosts),
                  "majority": str(major)},
             ))
-        multi = fw.groupby("model")["device"].count()
-        if not mismatch and (multi >= 2).any():
+        if not mismatch and multi:
             out.append(finding(
                 "nic_firmware_uniform",
-                "Identical HCAs run identical firmware: "
-                + "; ".join(f"{m} {v}" for m, v in fw.groupby("model")["firmware"].first().items()) + ".",
+                "Identical HCAs run identical firmware: " + "; ".join(f"{m} {v}" for m, v in first.items()) + ".",
                 fw.head(2), attrs={"models": int(fw["model"].nunique()), "devices": len(fw)},
             ))
     msgs = ctx.messages

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding, hosts_label, primary, refs
+from diagnose.evidence.context import MAX_REFS, Context, finding, hosts_label, primary, refs
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding, Location
 
@@ -79,6 +79,74 @@ def message_extract(ctx: Context, rx: re.Pattern[str]) -> pd.DataFrame:
     return ext  # type: ignore[return-value]
 
 
+# Findings over 100k+ rows (every NET channel line of a large job) cite only the first few of them: the helpers
+# below take the rows as masks over their frames, count them and pick the rows to cite without copying the rest.
+
+Rows = list[tuple[pd.DataFrame, np.ndarray]]  # the rows of pd.concat([df[mask] for df, mask in parts])
+
+
+def _first_positions(df: pd.DataFrame, pos: np.ndarray, limit: int) -> np.ndarray:
+    """The first ``limit`` of the rows at positions ``pos`` in (source, line) order, ties in row order (what
+    ``refs`` sorts by)."""
+    line = df["line"].to_numpy()[pos]
+    if line.dtype.kind not in "iu":  # missing or odd line numbers: leave their order to pandas
+        keys = df[["source", "line"]].iloc[pos].reset_index(drop=True)
+        return pos[keys.sort_values(["source", "line"], kind="stable").index.to_numpy()[:limit]]
+    code, uniques = pd.factorize(df["source"].to_numpy(object)[pos])
+    # each source's place in sorted order, a missing one (code -1) last
+    rank = np.append(np.argsort(np.argsort(uniques, kind="stable")), len(uniques))
+    lo = int(line.min())
+    key = rank[code] * (int(line.max()) - lo + 1) + (line - lo)
+    cut = np.partition(key, limit - 1)[limit - 1]
+    cand = np.flatnonzero(key <= cut)
+    return pos[cand[np.argsort(key[cand], kind="stable")[:limit]]]
+
+
+def first_rows(parts: Rows, limit: int = MAX_REFS) -> pd.DataFrame:
+    """The rows ``refs`` cites from the concatenation of ``parts``: the first ``limit`` of each part in (source,
+    line) order, concatenated (the first ``limit`` of the whole are among them, in the same order)."""
+    tops = []
+    for df, mask in parts:
+        pos = np.flatnonzero(mask)
+        tops.append(df.iloc[_first_positions(df, pos, limit) if len(pos) > limit else pos])
+    return pd.concat(tops) if len(tops) > 1 else tops[0]
+
+
+def rows_finding(kind: str, summary: str, parts: Rows, location: Location | None = None,
+                 attrs: dict[str, str | int | float | bool | None] | None = None) -> Finding:
+    """``finding(kind, summary, pd.concat([df[mask] for df, mask in parts]), location, attrs)``."""
+    n = sum(int(np.count_nonzero(mask)) for _, mask in parts)
+    ev = refs(first_rows(parts), kind)
+    f = finding(kind, summary, None, location, attrs, evidence=ev)
+    return f.model_copy(update={"count": n}) if n else f
+
+
+def part_hosts(parts: Rows) -> list[str]:
+    """The distinct known hosts of the rows, sorted."""
+    hosts: set[str] = set()
+    for df, mask in parts:
+        distinct = pd.unique(df["host"].to_numpy(object)[mask])
+        hosts.update(distinct[~pd.isna(distinct)].tolist())
+    return sorted(hosts)
+
+
+def _net_lines(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masks over NcclChannel: NET lines, NET/IB lines, NET/Socket lines (once per run)."""
+    got = ctx.cache.get("nccl.net_lines")
+    if got is None:
+        ch = ctx.frame("NcclChannel")
+        if ch.empty:
+            net = ib = sock = np.zeros(len(ch), dtype=bool)
+        else:
+            net = ch["transport"].to_numpy(object) == "NET"
+            kind = ch["net"].to_numpy(object)
+            ib, sock = net & (kind == "IB"), net & (kind == "Socket")
+        for mask in (net, ib, sock):
+            mask.flags.writeable = False  # shared by every caller
+        got = ctx.cache["nccl.net_lines"] = (net, ib, sock)
+    return got  # type: ignore[return-value]
+
+
 def _one_host(hosts: pd.Series) -> str | None:
     hs = sorted(set(hosts.dropna().astype(str).tolist()))
     return hs[0] if len(hs) == 1 else None
@@ -89,38 +157,42 @@ def network_choice(ctx: Context) -> list[Finding]:
     """Which NET transport carries inter-node traffic: IB/RoCE or Socket."""
     out: list[Finding] = []
     ch = ctx.frame("NcclChannel")
-    net_ch = ch[ch["transport"] == "NET"] if not ch.empty else ch
+    net, ch_ib, ch_sock = _net_lines(ctx)
     init = ctx.frame("NcclNetInit")
     using = ctx.frame("NcclUsingNetwork")
-    sock_parts = []
-    ib_parts = []
-    if not net_ch.empty:
-        sock_parts.append(net_ch[net_ch["net"] == "Socket"])
-        ib_parts.append(net_ch[net_ch["net"] == "IB"])
+    # the rows as masks (a 4,096-host job has 131k NET/IB channel lines, which the findings count and cite 8 of)
+    sock: Rows = []
+    ib: Rows = []
+    if ch_sock.any():
+        sock.append((ch, ch_sock))
+    if ch_ib.any():
+        ib.append((ch, ch_ib))
+    n_channels = int(np.count_nonzero(ch_sock))
     if not using.empty:
-        sock_parts.append(using[using["net"] == "Socket"])
-        ib_parts.append(using[using["net"] == "IB"])
-    sock = pd.concat([p for p in sock_parts if not p.empty]) if any(not p.empty for p in sock_parts) else pd.DataFrame()
-    ib = pd.concat([p for p in ib_parts if not p.empty]) if any(not p.empty for p in ib_parts) else pd.DataFrame()
-    if sock.empty and not init.empty and ib.empty:
+        used = using["net"].to_numpy(object)
+        if (used == "Socket").any():
+            sock.append((using, used == "Socket"))
+        if (used == "IB").any():
+            ib.append((using, used == "IB"))
+    if not sock and not init.empty and not ib:
         # Only the NET init lines: NET/Socket as the data network when no NET/IB init succeeded.
-        s = init[init["net"] == "Socket"]
-        if not s.empty and init[init["net"] == "IB"].empty:
-            sock = s
+        kind = init["net"].to_numpy(object)
+        if (kind == "Socket").any() and not (kind == "IB").any():
+            sock.append((init, kind == "Socket"))
     comm = ctx.frame("NcclCommInfo")
     single_node = not comm.empty and int(comm["nnodes"].max()) == 1
-    if not sock.empty and not single_node:  # a single-node job never touches the network
-        hosts = sorted(set(sock["host"].dropna().tolist()))
-        out.append(finding(
+    if sock and not single_node:  # a single-node job never touches the network
+        hosts = part_hosts(sock)
+        out.append(rows_finding(
             "nccl_net_socket",
             f"NCCL carries inter-node traffic over NET/Socket (TCP) on {hosts_label(hosts)}.",
-            sock, Location(host=_one_host(sock["host"])),
-            {"hosts": len(hosts), "channels": int((sock.get("transport") == "NET").sum()) if "transport" in sock else 0},
+            sock, Location(host=hosts[0] if len(hosts) == 1 else None),
+            {"hosts": len(hosts), "channels": n_channels},
         ))
-    if not ib.empty:
-        hosts = sorted(set(ib["host"].dropna().tolist()))
-        gdr = bool(net_ch["gdr"].any()) if not net_ch.empty else False
-        out.append(finding(
+    if ib:
+        hosts = part_hosts(ib)
+        gdr = bool(ch["gdr"][net].any()) if net.any() else False
+        out.append(rows_finding(
             "nccl_net_ib",
             f"NCCL uses NET/IB (verbs) on {hosts_label(hosts)}.",
             ib, attrs={"hosts": len(hosts), "gdr_any": gdr},
@@ -150,28 +222,35 @@ def gdr_usage(ctx: Context) -> list[Finding]:
     """GPUDirect RDMA: per host, do the NET/IB channels carry /GDRDMA?"""
     out: list[Finding] = []
     ch = ctx.frame("NcclChannel")
-    if not ch.empty:
-        net = ch[(ch["transport"] == "NET") & (ch["net"] == "IB")]
-        if not net.empty:
-            per_host = net.groupby("host", dropna=False)["gdr"].agg(["any", "size"])
-            no_gdr_hosts = sorted(str(h) for h in per_host.index[~per_host["any"]])
-            gdr_hosts = sorted(str(h) for h in per_host.index[per_host["any"]])
-            if no_gdr_hosts:
-                rows = net[net["host"].isin(no_gdr_hosts)]
-                out.append(finding(
-                    "gdr_absent",
-                    f"{len(rows)} inter-node NET/IB channel line(s) on {hosts_label(no_gdr_hosts)} show no /GDRDMA: "
-                    "NCCL stages network traffic through host memory.",
-                    rows, Location(host=no_gdr_hosts[0] if len(no_gdr_hosts) == 1 else None),
-                    {"hosts": len(no_gdr_hosts), "channels": len(rows), "all_hosts": not gdr_hosts},
-                ))
-            if gdr_hosts and not no_gdr_hosts:
-                rows = net[net["gdr"]]
-                out.append(finding(
-                    "gdr_in_use",
-                    f"NCCL channel lines show GDRDMA on every host with inter-node channels ({hosts_label(gdr_hosts)}).",
-                    rows, attrs={"hosts": len(gdr_hosts)},
-                ))
+    _, ib, _ = _net_lines(ctx)
+    if ib.any():
+        # per host (a missing one too): does any of its NET/IB lines carry GDRDMA, from the distinct hosts
+        code, hosts = pd.factorize(ch["host"].to_numpy(object)[ib], use_na_sentinel=False)
+        gdr = ch["gdr"][ib].fillna(False).to_numpy(bool)
+        with_gdr = np.zeros(len(hosts), dtype=bool)
+        with_gdr[code[gdr]] = True
+        no_gdr_hosts = sorted(str(h) for h in hosts[~with_gdr])
+        gdr_hosts = sorted(str(h) for h in hosts[with_gdr])
+        if no_gdr_hosts:
+            rows = ib.copy()
+            named = set(no_gdr_hosts)  # by name: the rows of a missing host are not among them
+            rows[ib] = np.array([not pd.isna(h) and str(h) in named for h in hosts], dtype=bool)[code]
+            n = int(np.count_nonzero(rows))
+            out.append(rows_finding(
+                "gdr_absent",
+                f"{n} inter-node NET/IB channel line(s) on {hosts_label(no_gdr_hosts)} show no /GDRDMA: "
+                "NCCL stages network traffic through host memory.",
+                [(ch, rows)], Location(host=no_gdr_hosts[0] if len(no_gdr_hosts) == 1 else None),
+                {"hosts": len(no_gdr_hosts), "channels": n, "all_hosts": not gdr_hosts},
+            ))
+        if gdr_hosts and not no_gdr_hosts:
+            rows = ib.copy()
+            rows[ib] = gdr
+            out.append(rows_finding(
+                "gdr_in_use",
+                f"NCCL channel lines show GDRDMA on every host with inter-node channels ({hosts_label(gdr_hosts)}).",
+                [(ch, rows)], attrs={"hosts": len(gdr_hosts)},
+            ))
     st = ctx.frame("NcclGdrStatus")
     if not st.empty:
         dis = st[~st["enabled"]]
