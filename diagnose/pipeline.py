@@ -753,6 +753,13 @@ class _ForkSecond:
         batch = self.loaded[path]
         return batch[pos] if batch is not None else None
 
+    def parsed(self, tables: set[str]) -> None:
+        """Tell the child this process is done parsing and which fabric tables it has rows of."""
+        try:
+            os.write(self.jobs, ("parsed " + " ".join(sorted(tables)) + "\n").encode())
+        except OSError:
+            pass
+
     def ask_lane(self, sent: dict[int, list[Record]], shared: dict[str, Any], formats: set[str], where: str
                  ) -> bool:
         """Ask the child for the fabric extractors' findings (see :func:`_serve_lane`)."""
@@ -881,7 +888,7 @@ def _owned(records: list[Record]) -> tuple[list[Record], list[Record]]:
     mine: list[Record] = []
     rest: list[Record] = []
     for r in records:
-        (mine if (r.table if isinstance(r, ColumnBatch) else type(r).__name__) in FABRIC_TABLES else rest).append(r)
+        (mine if _table(r) in FABRIC_TABLES else rest).append(r)
     return mine, rest
 
 
@@ -923,15 +930,47 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
     for k, i in enumerate(bulk):
         if claims.take(k, 1):
             parse([i])
+    ready: _Ready | None = None
     with os.fdopen(jobs_fd, "rb") as jobs:
         for line in jobs:
             if line.startswith(b"lane "):
-                _serve_lane(kept, line[5:].strip().decode(), where, results_fd)
+                _serve_lane(kept, line[5:].strip().decode(), where, results_fd, ready)
+            elif line.startswith(b"parsed"):
+                ready = _Ready.build(kept, frozenset(t.decode() for t in line.split()[1:]))
             else:
                 parse([int(tok) for tok in line.split()])
 
 
-def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results_fd: int) -> None:
+@dataclass
+class _Ready:
+    """What the child builds of its own fabric records while this process finishes its part (told by a ``parsed
+    T...`` line which fabric tables ``T`` it has records of): the frames of the other fabric tables, and the
+    counter table when this process has no counter rows. Each frame is built from one table's rows alone, so
+    those built early are the frames the merged rows would give."""
+
+    theirs: frozenset[str]  # the fabric tables this process has rows of (built once its rows arrive)
+    frames: dict[str, Any]
+    counters: Any  # the counter table, or None
+
+    @classmethod
+    def build(cls, kept: dict[int, list[Record]], theirs: frozenset[str]) -> _Ready | None:
+        from diagnose.evidence.counters import build_counter_table
+
+        try:
+            mine = [r for i in sorted(kept) for r in kept[i] if _table(r) not in theirs]
+            frames = build_frames(mine)
+            counters = None if theirs & {"PortCounter", "PortCounterWide"} else build_counter_table(frames)
+            return cls(theirs, frames, counters)
+        except Exception:  # noqa: BLE001 - built again with the rest
+            return None
+
+
+def _table(r: Record) -> str:
+    return r.table if isinstance(r, ColumnBatch) else type(r).__name__  # type: ignore[attr-defined,no-any-return]
+
+
+def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results_fd: int, ready: _Ready | None
+                ) -> None:
     """Run the fabric extractors in the child on the fabric tables' records it kept plus those this process sends
     (``request``: a pickle of (records by file, the other frames the extractors read, formats)), all in file order;
     their results are left in a pickle reported as ``lane PATH`` (``lane -`` when they could not be)."""
@@ -944,10 +983,16 @@ def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results
     try:
         with open(request, "rb") as fh:
             sent, shared, formats = pickle.load(fh)
+        theirs = frozenset(_table(r) for rs in sent.values() for r in rs)
+        if ready is None or ready.theirs != theirs:
+            ready = _Ready(theirs=frozenset(FABRIC_TABLES), frames={}, counters=None)  # nothing built early
         by_file = {**kept, **sent}
-        frames = build_frames([r for i in sorted(by_file) for r in by_file[i]])
+        frames = dict(ready.frames)
+        frames.update(build_frames([r for i in sorted(by_file) for r in by_file[i] if _table(r) in ready.theirs]))
         frames.update(shared)
         ctx = Context(frames=frames, formats=formats)
+        if ready.counters is not None:
+            ctx._counters = ready.counters
         gc.freeze()
         out = _run_some(ctx, [(n, f) for n, f in all_extractors() if n in FABRIC_LANE])
         fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
@@ -1014,6 +1059,8 @@ def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecon
                     queue.extend(picked)
         while (i := second.claim()) is not None:  # the bulk files the child has not started
             here(i)
+        if second.own_fabric:  # the child may start on its fabric tables (see _Ready)
+            second.parsed({_table(r) for p in parts if p is not None for r in p.records} & FABRIC_TABLES)
         theirs = sorted(second.mine())
         while theirs:  # in the order they are ready (placed in file order all the same)
             second.wait_any(theirs)

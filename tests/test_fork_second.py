@@ -134,6 +134,13 @@ def test_a_child_that_dies_midway_loses_nothing(tmp_path: Path, spill_root: Path
         real(bf, *a, **k)
 
     monkeypatch.setattr(pipeline, "_parse_file", dies_on_its_second_file)
+
+    def leave_them(self: pipeline._ForkSecond) -> None:  # the large files are the child's: wait until it has one
+        while not self.eof and not any(self.claims.owner(k) == 1 for k in range(len(self.bulk))):
+            time.sleep(0.01)
+            self._pump(block=False)
+
+    monkeypatch.setattr(pipeline._ForkSecond, "claim", leave_them)
     forked = pipeline.gather([bundle], limits=FORKED)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # its first file did come back
