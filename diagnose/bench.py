@@ -504,14 +504,19 @@ class ScaleRow:
     located: bool
 
 
+_FLOOR_CHILD = """
+import json, sys, pathlib
+from diagnose.bench import parse_floor_tree
+print(json.dumps({"floor": parse_floor_tree(pathlib.Path(sys.argv[1]))}))
+"""
+
 _TRIAGE_CHILD = """
 import json, resource, sys, time, pathlib
-from diagnose.bench import parse_floor_tree
 from diagnose.catalog.loader import load_catalog
 from diagnose.engine import infer
 from diagnose.pipeline import gather
 d = pathlib.Path(sys.argv[1])
-floor = parse_floor_tree(d)
+floor = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
 t = time.perf_counter()
 ev = gather([d], keep_records=False)  # what triage() does, keeping the evidence for the second process's peak memory
 r = infer(load_catalog(), ev.findings, ev.symptoms, ev.formats, ev.files)
@@ -579,8 +584,8 @@ def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0,
     perfquery snapshots of every port (switch ports included), the topology, ibstat and dmesg of every host,
     the NCCL debug log of every rank (channel and transport lines) and nccl-tests, with one bad cable injected.
     The simulator runs in its own process and the triage in another, so the peak memory is the triage's own;
-    the parse floor (Python reading and splitting every line of the bundle) is measured in the triage's process
-    just before it. The peak memory comes from a second run of the same triage, whose processes' PSS is read
+    the parse floor (Python reading and splitting every line of the bundle) is measured in a process of its own
+    just before it (which also leaves the bundle in the page cache for the triage, as the simulator did). The peak memory comes from a second run of the same triage, whose processes' PSS is read
     every ``SAMPLE_S`` seconds (the triage forks children that share most of its pages; their summed RSS would
     count those pages twice); the timed run is not sampled.
     """
@@ -606,7 +611,9 @@ def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0,
                 import gzip
                 with (gzip.open(p, "rb") if p.suffix == ".gz" else p.open("rb")) as fh:
                     ports = sum(chunk.count(b"\n# Port") for chunk in iter(lambda: fh.read(1 << 24), b""))  # noqa: B023
-            child = [sys.executable, "-c", _TRIAGE_CHILD, str(d)]
+            floor = json.loads(subprocess.run([sys.executable, "-c", _FLOOR_CHILD, str(d)], check=True,
+                                              capture_output=True, text=True).stdout.strip().splitlines()[-1])["floor"]
+            child = [sys.executable, "-c", _TRIAGE_CHILD, str(d), repr(floor)]
             out = subprocess.run(child, check=True, capture_output=True, text=True)  # timed without the sampler
             m = json.loads(out.stdout.strip().splitlines()[-1])
             pss, _ = peak_tree_pss(child)  # the same triage again, for its memory
