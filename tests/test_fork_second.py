@@ -261,3 +261,26 @@ def _fails_in_child(real: Any) -> Any:
         return real(records)
 
     return build
+
+
+def test_fabric_rows_that_change_after_the_child_built_its_frames_are_not_lost(
+        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+    """The child builds its frames early from what this process said it had; if what arrives differs (rows parsed
+    again here after a lost result), the child refuses and the fabric extractors run here on everything."""
+    bundle = _bundle(tmp_path, 6)
+    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
+    real = pipeline._ForkSecond.parsed
+    monkeypatch.setattr(pipeline._ForkSecond, "parsed", lambda self, tables: real(self, {"FabricPortState"}))
+    answered: list[bool] = []
+    real_result = pipeline._ForkSecond.lane_result
+
+    def spy(self: pipeline._ForkSecond) -> Any:
+        got = real_result(self)
+        answered.append(got is not None)
+        return got
+
+    monkeypatch.setattr(pipeline._ForkSecond, "lane_result", spy)
+    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    assert answered == [False]  # the child said no
+    assert _findings(forked) == _findings(serial)
+    assert _reaped(children)
