@@ -463,10 +463,12 @@ class _RemoteLane:
             if owned:
                 self.sent[i] = owned
 
-    def start(self, ctx: Context) -> bool:
+    asked: bool | None = None  # whether the child was asked (None: not yet)
+
+    def ask(self, shared: dict[str, Any], formats: set[str]) -> None:
+        """Send the child this process's fabric rows and ``shared`` (the frames of FABRIC_LANE_READS)."""
         where = self.spill.get()
-        shared = {k: ctx.frames[k] for k in FABRIC_LANE_READS if k in ctx.frames}
-        return where is not None and self.second.ask_lane(self.sent, shared, set(ctx.formats), where)
+        self.asked = where is not None and self.second.ask_lane(self.sent, shared, set(formats), where)
 
     def collect(self, ctx: Context, todo: list[tuple[str, Callable[[Context], list[Finding]]]], asked: bool
                 ) -> tuple[dict[str, tuple[list[Finding], str | None]], float]:
@@ -499,9 +501,10 @@ def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = N
     own = spill or _SpillDir()
     try:
         if remote is not None:  # the child that parsed the fabric tables runs them (see _RemoteLane)
-            asked = remote.start(ctx)
+            if remote.asked is None:
+                remote.ask({k: ctx.frames[k] for k in FABRIC_LANE_READS if k in ctx.frames}, ctx.formats)
             here = _run_some(ctx, [(n, f) for n, f in todo if n not in FABRIC_LANE])
-            got, mib = remote.collect(ctx, fabric, asked)
+            got, mib = remote.collect(ctx, fabric, bool(remote.asked))
             here.update(got)
             return _merged(todo, here), mib
         lane = None
@@ -1162,7 +1165,19 @@ def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: Lo
     if symptom and symptom.strip():
         ev.symptoms.extend(from_text(symptom, symptom_source))
         ev.records.extend(text_records(symptom))
-    ctx = Context(frames=build_frames(ev.records), formats=ev.formats)
+    if remote is not None:
+        # the frames the child's fabric extractors read first, sent before this process builds the rest: the
+        # child starts on its part ~0.5 s earlier at 4,096 hosts (each frame is built from its table alone)
+        shared, rest = [], []
+        for r in ev.records:
+            (shared if _table(r) in FABRIC_LANE_READS else rest).append(r)
+        frames = build_frames(shared)
+        remote.ask(frames, ev.formats)
+        frames.update(build_frames(rest))
+        del shared, rest
+    else:
+        frames = build_frames(ev.records)
+    ctx = Context(frames=frames, formats=ev.formats)
     if not keep_records:
         ev.records = []
     # After parsing, a big bundle holds millions of objects that live until the run ends and form no cycles; each
