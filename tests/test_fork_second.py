@@ -203,22 +203,28 @@ def _findings(ev: pipeline.Evidence) -> tuple[Any, ...]:
     return [f.model_dump_json() for f in ev.findings], ev.files, ev.formats, ev.symptoms
 
 
+@pytest.fixture
+def answered(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether the child gave the fabric extractors' findings, each time they were asked for."""
+    seen: list[bool] = []
+    real = pipeline._ForkSecond.lane_result
+
+    def spy(self: pipeline._ForkSecond) -> Any:
+        got = real(self)
+        seen.append(got is not None)
+        return got
+
+    monkeypatch.setattr(pipeline._ForkSecond, "lane_result", spy)
+    return seen
+
+
 def test_triage_leaves_the_fabric_tables_and_their_extractors_to_the_child(tmp_path: Path, spill_root: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           answered: list[bool],
                                                                            children: list[int]) -> None:
     """Without records to return, the counter dumps and topology stay in the child, which runs the fabric
     extractors on them: the findings are those of one process."""
     bundle = _bundle(tmp_path, 12)
     serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
-    answered: list[bool] = []
-    real = pipeline._ForkSecond.lane_result
-
-    def spy(self: pipeline._ForkSecond) -> Any:
-        got = real(self)
-        answered.append(got is not None)
-        return got
-
-    monkeypatch.setattr(pipeline._ForkSecond, "lane_result", spy)
     forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
     assert answered == [True]  # the child ran the fabric extractors
     assert _findings(forked) == _findings(serial)
@@ -264,22 +270,14 @@ def _fails_in_child(real: Any) -> Any:
 
 
 def test_fabric_rows_that_change_after_the_child_built_its_frames_are_not_lost(
-        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, answered: list[bool],
+        children: list[int]) -> None:
     """The child builds its frames early from what this process said it had; if what arrives differs (rows parsed
     again here after a lost result), the child refuses and the fabric extractors run here on everything."""
     bundle = _bundle(tmp_path, 6)
     serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
     real = pipeline._ForkSecond.parsed
     monkeypatch.setattr(pipeline._ForkSecond, "parsed", lambda self, tables: real(self, {"FabricPortState"}))
-    answered: list[bool] = []
-    real_result = pipeline._ForkSecond.lane_result
-
-    def spy(self: pipeline._ForkSecond) -> Any:
-        got = real_result(self)
-        answered.append(got is not None)
-        return got
-
-    monkeypatch.setattr(pipeline._ForkSecond, "lane_result", spy)
     forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
     assert answered == [False]  # the child said no
     assert _findings(forked) == _findings(serial)
