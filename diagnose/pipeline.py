@@ -354,9 +354,6 @@ def _second_core() -> ProcessPoolExecutor | None:
         return None
 
 
-_LANE_FRAMES = ("PortCounterWide", "PortCounter", "FabricLink", "FabricNode")
-
-
 def _run_some(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Finding]]]]
               ) -> dict[str, tuple[list[Finding], str | None]]:
     """Run extractors: name -> (findings, the error that stopped it as ``Class: message``, or None)."""
@@ -497,7 +494,7 @@ def run_extractors(ctx: Context, limits: LoadLimits, spill: _SpillDir | None = N
 
     todo = all_extractors()
     fabric = [(n, f) for n, f in todo if n in FABRIC_LANE]
-    rows = sum(len(ctx.frames[k]) for k in _LANE_FRAMES if k in ctx.frames)
+    rows = sum(len(ctx.frames[k]) for k in FABRIC_TABLES if k in ctx.frames)
     own = spill or _SpillDir()
     try:
         if remote is not None:  # the child that parsed the fabric tables runs them (see _RemoteLane)
