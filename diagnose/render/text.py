@@ -55,15 +55,42 @@ def build(d: Diagnosis, verbose: bool = False) -> Group:
         for me in d.missing_evidence:
             m.add_row(me.collect, ", ".join(me.would_decide))
         parts.append(m)
+    parts.append(_files(d, verbose))
+    return Group(*parts)  # type: ignore[arg-type]
+
+
+FILES_LISTED = 40  # more files than this: the ones with a problem are listed, the others counted per format
+_NOT_READ = ("unknown", "unreadable", "empty")  # listed by name like files with a problem
+
+
+def _files(d: Diagnosis, verbose: bool) -> Table:
+    """Every file read, or for a large bundle (thousands of per-host files) the files with a problem or not read and
+    one row per format for the rest: a table of 8,000 rows is not read by anyone, and rich takes seconds to lay it out."""
     f = Table(title="Files", expand=True)
     f.add_column("file")
     f.add_column("format")
     f.add_column("records", justify="right")
     f.add_column("problem", style="yellow")
+    if verbose or len(d.files) <= FILES_LISTED:
+        for fe in d.files:
+            f.add_row(fe.path, fe.format, str(fe.records), fe.problem or "")
+        return f
+    quiet: dict[str, list[int]] = {}
+    shown = 0
     for fe in d.files:
-        f.add_row(fe.path, fe.format, str(fe.records), fe.problem or "")
-    parts.append(f)
-    return Group(*parts)  # type: ignore[arg-type]
+        if (fe.problem or fe.format in _NOT_READ) and shown < FILES_LISTED:
+            f.add_row(fe.path, fe.format, str(fe.records), fe.problem)
+            shown += 1
+        else:
+            n = quiet.setdefault(fe.format, [0, 0, 0])
+            n[0] += 1
+            n[1] += fe.records
+            n[2] += bool(fe.problem) or fe.format in _NOT_READ
+    for fmt, (n, records, problems) in sorted(quiet.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        note = f"{problems} more with a problem (--verbose lists them)" if problems else ""
+        f.add_row(Text(f"{n:,} file(s)", style="dim"), fmt, f"{records:,}", note)
+    f.caption = f"{len(d.files):,} files; --verbose lists every one"
+    return f
 
 
 def render_text(d: Diagnosis, width: int | None = None, color: bool = True, verbose: bool = False) -> str:
