@@ -1149,10 +1149,14 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
             ev.formats |= part.formats
             ev.second_core_peak_mib = max(ev.second_core_peak_mib, part.second_core_peak_mib)
         del parts
-        return _findings(ev, symptom, symptom_source, limits, keep_records, spill, remote)
-    finally:
+        found = _findings(ev, symptom, symptom_source, limits, keep_records, spill, remote)
+    except BaseException:  # an error or an interrupt here: the child is stopped, not waited for
         if remote is not None:
-            remote.second.close()
+            remote.second.close(kill=True)
+        raise
+    if remote is not None:
+        remote.second.close()
+    return found
 
 
 def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: LoadLimits, keep_records: bool,

@@ -282,3 +282,18 @@ def test_fabric_rows_that_change_after_the_child_built_its_frames_are_not_lost(
     assert answered == [False]  # the child said no
     assert _findings(forked) == _findings(serial)
     assert _reaped(children)
+
+
+def test_an_error_here_stops_the_child_and_leaves_nothing(tmp_path: Path, spill_root: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          children: list[int]) -> None:
+    bundle = _bundle(tmp_path, 6)
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise KeyboardInterrupt  # an interrupt while the child waits to run the fabric extractors
+
+    monkeypatch.setattr(pipeline, "_findings", broken)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    assert _reaped(children)
+    assert list(spill_root.iterdir()) == []
