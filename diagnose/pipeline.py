@@ -197,11 +197,39 @@ class _Spilled:
     path: str
 
 
+def _leave(obj: object, where: str, path: str | None = None) -> str:
+    """Pickle ``obj`` into ``path`` or a new file in ``where`` (how results pass between the processes); the path.
+    Raises what writing or pickling raises."""
+    import pickle
+    import tempfile
+
+    if path is None:
+        fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
+        fh = os.fdopen(fd, "wb")
+    else:
+        fh = open(path, "wb")  # noqa: SIM115 - closed below
+    with fh:
+        pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+def _take_back(path: str) -> Any:
+    """The object :func:`_leave` pickled at ``path``; the file is removed, read or not."""
+    import pickle
+
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def _parse_part(bf: BundleFile, limits: LoadLimits, spill_dir: str | None = None) -> Evidence | _Spilled:
     """One file parsed into its own Evidence (in the second process); left in ``spill_dir`` when given."""
-    import pickle
     import resource
-    import tempfile
 
     part = Evidence()
     _parse_file(bf, part, limits)
@@ -209,12 +237,9 @@ def _parse_part(bf: BundleFile, limits: LoadLimits, spill_dir: str | None = None
     if spill_dir is None:
         return part
     try:
-        fd, path = tempfile.mkstemp(dir=spill_dir, suffix=".pickle")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(part, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        return _Spilled(_leave(part, spill_dir))
     except OSError:  # no room for it: send it through the pipe after all
         return part
-    return _Spilled(path)
 
 
 class _SpillDir:
@@ -243,12 +268,7 @@ class _SpillDir:
 
 def _unspill(result: Evidence | _Spilled) -> Evidence:
     if isinstance(result, _Spilled):
-        import pickle
-
-        with open(result.path, "rb") as fh:
-            out = pickle.load(fh)
-        os.unlink(result.path)
-        return out  # type: ignore[no-any-return]
+        return _take_back(result.path)  # type: ignore[no-any-return]
     return result
 
 
@@ -389,25 +409,17 @@ class _Lane:
 
     def collect(self, ctx: Context) -> tuple[dict[str, tuple[list[Finding], str | None]], float]:
         """The child's results (and its private memory in MiB); the extractors run here if it failed."""
-        import pickle
-
         try:
             _, status = os.waitpid(self.pid, 0)
             if os.waitstatus_to_exitcode(status) != 0:
                 raise RuntimeError(f"fabric lane exited with status {os.waitstatus_to_exitcode(status)}")
-            with open(self.path, "rb") as fh:
-                out, mib = pickle.load(fh)
+            out, mib = _take_back(self.path)
             if set(out) != {n for n, _ in self.todo}:
                 raise RuntimeError("fabric lane returned another set of extractors")
             return out, mib
-        except Exception as exc:  # noqa: BLE001 - a lost child costs time, never findings
-            log.warning("fabric_lane_failed", error=repr(exc))
+        except Exception as exc:  # noqa: BLE001 - a lost child costs time, never findings (the spill folder
+            log.warning("fabric_lane_failed", error=repr(exc))  # goes with what it may hold)
             return _run_some(ctx, self.todo), 0.0
-        finally:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
 
 
 def _fork_lane(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Finding]]]], spill: _SpillDir
@@ -422,7 +434,11 @@ def _fork_lane(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Find
         return None
     import tempfile
 
-    fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
+    try:
+        fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
+    except OSError as exc:  # no room for its result: the extractors run here
+        log.warning("fabric_lane_unavailable", error=repr(exc))
+        return None
     try:
         pid = os.fork()
     except OSError as exc:
@@ -432,11 +448,8 @@ def _fork_lane(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Find
     if pid == 0:  # the child
         code = 1
         try:
-            import pickle
-
-            out = _run_some(ctx, todo)
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump((out, _private_mib()), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.close(fd)
+            _leave((_run_some(ctx, todo), _private_mib()), where, path)
             code = 0
         finally:
             os._exit(code)
@@ -736,20 +749,12 @@ class _ForkSecond:
             return None
         path, pos = got
         if path not in self.loaded:
-            import pickle
-
             try:
-                with open(path, "rb") as fh:
-                    self.loaded[path] = pickle.load(fh)
+                self.loaded[path] = _take_back(path)
             except Exception as exc:  # noqa: BLE001 - a result that cannot be read is parsed again here
                 log.warning("parallel_parse_failed", file=i, error=repr(exc))
                 self.loaded[path] = None
-            finally:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-                gc.freeze()  # as for a large file parsed here (see _parse_here)
+            gc.freeze()  # as for a large file parsed here (see _parse_here)
         batch = self.loaded[path]
         return batch[pos] if batch is not None else None
 
@@ -763,13 +768,8 @@ class _ForkSecond:
     def ask_lane(self, sent: dict[int, list[Record]], shared: dict[str, Any], formats: set[str], where: str
                  ) -> bool:
         """Ask the child for the fabric extractors' findings (see :func:`_serve_lane`)."""
-        import pickle
-        import tempfile
-
         try:
-            fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump((sent, shared, formats), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            path = _leave((sent, shared, formats), where)
             os.write(self.jobs, f"lane {path}\n".encode())
         except Exception as exc:  # noqa: BLE001
             log.warning("fabric_lane_failed", error=repr(exc))
@@ -778,15 +778,12 @@ class _ForkSecond:
 
     def lane_result(self) -> tuple[dict[str, tuple[list[Finding], str | None]], float] | None:
         """The child's fabric findings (and its private MiB), or None if it could not give them."""
-        import pickle
-
         while self.lane is None and not self.eof:
             self._pump(block=True)
         if self.lane in (None, "-"):
             return None
         try:
-            with open(self.lane, "rb") as fh:
-                return pickle.load(fh)  # type: ignore[no-any-return]
+            return _take_back(self.lane)  # type: ignore[no-any-return]
         except Exception as exc:  # noqa: BLE001
             log.warning("fabric_lane_failed", error=repr(exc))
             return None
@@ -899,8 +896,6 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
 
     ``own_fabric``: the records of the fabric tables stay here (never pickled); a ``lane PATH`` line then asks for
     the fabric extractors' findings, run here on them (see :func:`_serve_lane`)."""
-    import pickle
-    import tempfile
 
     gc.freeze()
     kept: dict[int, list[Record]] = {}
@@ -919,9 +914,7 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
         for part in parts:
             part.second_core_peak_mib = mib
         try:
-            fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(parts, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            path = _leave(parts, where)
         except Exception:  # noqa: BLE001 - no room, or a value that cannot be pickled: parsed again there
             path = "-"
         os.write(results_fd, f"{','.join(map(str, batch))} {path}\n".encode())
@@ -992,15 +985,12 @@ def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results
     """Run the fabric extractors in the child on the fabric tables' records it kept plus those this process sends
     (``request``: a pickle of (records by file, the other frames the extractors read, formats)), all in file order;
     their results are left in a pickle reported as ``lane PATH`` (``lane -`` when they could not be)."""
-    import pickle
-    import tempfile
 
     from diagnose.evidence.extractors import FABRIC_LANE
 
     path = "-"
     try:
-        with open(request, "rb") as fh:
-            sent, shared, formats = pickle.load(fh)
+        sent, shared, formats = _take_back(request)
         theirs = frozenset(_table(r) for rs in sent.values() for r in rs)
         if ready is None:
             ready = _Ready(theirs=frozenset(FABRIC_TABLES), frames={}, counters=None)  # nothing built early
@@ -1015,9 +1005,7 @@ def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results
             ctx._counters = ready.counters
         gc.freeze()
         out = _run_some(ctx, [(n, f) for n, f in all_extractors() if n in FABRIC_LANE])
-        fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump((out, _private_mib()), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        path = _leave((out, _private_mib()), where)
     except Exception:  # noqa: BLE001 - this process then runs them on what it parses again
         path = "-"
     os.write(results_fd, f"lane {path}\n".encode())

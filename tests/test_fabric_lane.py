@@ -170,3 +170,19 @@ def test_the_lanes_read_only_the_tables_declared_for_them(bundle: str) -> None:
             assert reads.read <= FABRIC_TABLES | FABRIC_LANE_READS, reads.read - FABRIC_TABLES - FABRIC_LANE_READS
         else:
             assert not reads.read & FABRIC_TABLES
+
+
+@needs_fork
+def test_no_room_for_the_lane_result_runs_the_extractors_here(monkeypatch: pytest.MonkeyPatch,
+                                                               fork_allowed: None) -> None:
+    import tempfile
+
+    want = [f.model_dump_json() for f in pipeline.run_extractors(_context("link/bad_cable"), SERIAL)[0]]
+
+    def no_room(*a: object, **k: object) -> object:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_room)
+    got, mib = pipeline.run_extractors(_context("link/bad_cable"), FORK)
+    assert [f.model_dump_json() for f in got] == want
+    assert mib == 0.0

@@ -85,23 +85,38 @@ def _reaped(pids: list[int]) -> bool:
     return bool(pids)
 
 
+def _child_first(self: pipeline._ForkSecond) -> None:
+    """A stand-in for ``_ForkSecond.claim``: this process takes no large file, and waits until the child has one."""
+    while not self.eof and not any(self.claims.owner(k) == 1 for k in range(len(self.bulk))):
+        time.sleep(0.01)
+        self._pump(block=False)
+
+
 def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_path: Path, spill_root: Path,
                                                                              monkeypatch: pytest.MonkeyPatch,
                                                                              children: list[int]) -> None:
     bundle = _bundle(tmp_path, 40)
     serial = pipeline.gather([bundle], limits=SERIAL)
     sent: list[int] = []
-    real_send = pipeline._ForkSecond.send
+    real_send, real_here = pipeline._ForkSecond.send, pipeline._parse_here
 
     def spy(self: pipeline._ForkSecond, batch: list[int], costs: list[float]) -> bool:
         sent.extend(batch)
         return real_send(self, batch, costs)
 
+    def slow_here(bf: Any, *a: Any) -> Any:  # small files take a while here, so the idle child gets some
+        if bf.stream is None:
+            time.sleep(0.005)
+        return real_here(bf, *a)
+
     monkeypatch.setattr(pipeline, "_HAND_OVER", 4)
     monkeypatch.setattr(pipeline._ForkSecond, "send", spy)
+    monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)
+    monkeypatch.setattr(pipeline, "_parse_here", slow_here)
     forked = pipeline.gather([bundle], limits=FORKED)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # the child did parse some of it
+    assert len(sent) >= 8  # batches of small files went to it
     assert list(spill_root.iterdir()) == []
     assert _reaped(children)
 
@@ -134,13 +149,7 @@ def test_a_child_that_dies_midway_loses_nothing(tmp_path: Path, spill_root: Path
         real(bf, *a, **k)
 
     monkeypatch.setattr(pipeline, "_parse_file", dies_on_its_second_file)
-
-    def leave_them(self: pipeline._ForkSecond) -> None:  # the large files are the child's: wait until it has one
-        while not self.eof and not any(self.claims.owner(k) == 1 for k in range(len(self.bulk))):
-            time.sleep(0.01)
-            self._pump(block=False)
-
-    monkeypatch.setattr(pipeline._ForkSecond, "claim", leave_them)
+    monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)  # the large files are the child's
     forked = pipeline.gather([bundle], limits=FORKED)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # its first file did come back
