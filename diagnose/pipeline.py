@@ -35,6 +35,7 @@ if not structlog.is_configured():  # library use: quiet by default; the CLI and 
 
 log = structlog.get_logger("diagnose.pipeline")
 parsers.registry()  # every run sniffs with every parser: imported once here, and inherited by forked children
+all_extractors()  # likewise every extractor (and networkx, pandas' parts they use): not once per process per run
 
 Progress = Callable[[str, int, int], None]
 

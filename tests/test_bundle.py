@@ -124,3 +124,23 @@ def test_name_shortcut_sniffs_every_fixture_file_like_the_full_round() -> None:
         checked += 1
         shortcut_taken += _named_sure(text[:HEAD_CHARS], p.name.lower()) is not None
     assert checked > 300 and shortcut_taken > 50, (checked, shortcut_taken)
+
+
+def test_a_bulk_dump_is_read_whole_up_to_the_bulk_limit(tmp_path: Path) -> None:
+    """Bulk parsers get every byte of a plain or gzip file, and nothing beyond ``max_bulk_bytes``: not even a file
+    that grew past it after it was listed (its listed size is below the limit)."""
+    from diagnose.bundle.loader import StreamSource, read_whole
+
+    body = b"".join(b"PortXmitData:....................%d\n" % i for i in range(50_000))
+    (tmp_path / "pq.txt").write_bytes(body)
+    (tmp_path / "pq.txt.gz").write_bytes(gzip.compress(body))
+    plain = StreamSource(tmp_path / "pq.txt", False, len(body))
+    packed = StreamSource(tmp_path / "pq.txt.gz", True, (tmp_path / "pq.txt.gz").stat().st_size)
+    assert read_whole(plain, LoadLimits()) == body
+    assert read_whole(packed, LoadLimits()) == body
+    tight = LoadLimits(max_bulk_bytes=len(body) - 1)
+    assert read_whole(plain, tight) is None
+    assert read_whole(packed, tight) is None
+    grown = StreamSource(tmp_path / "pq.txt", False, 1024)  # listed when it was 1 KiB
+    assert read_whole(grown, tight) is None
+    assert read_whole(grown, LoadLimits(max_bulk_bytes=len(body))) == body

@@ -1,6 +1,6 @@
 """The fabric extractors' column-wise joins give what the plain pandas joins they replace give.
 
-``_net_pairs`` joins NCCL's [send] and [receive] channel lines in one regex pass and integer codes;
+``_net_pairs`` joins NCCL's [send] and [receive] channel lines on integer codes of their parsed columns;
 ``_wait_table`` joins each port's XmitWait and XmitData series on integer keys; ``_counter_series`` sorts and
 aggregates counter snapshots on integer codes. They are checked against the pandas ``drop_duplicates``/``merge``,
 ``set_index``/``join`` and ``sort_values``/``groupby`` they stand for.
@@ -21,16 +21,19 @@ from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
 from diagnose.evidence.extractors.fabric_paths import _NET_CH, _counter_series, _net_pairs
 from diagnose.evidence.extractors.fabric_state import PORT_KEYS, _wait_table
 from diagnose.evidence.frames import build_frames
+from diagnose.parsers import nccl_log
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _reference_pairs(ch: pd.DataFrame) -> tuple[int, int, list[tuple[int, int]]]:
-    """(pairs, crossed pairs, (send line, receive line) of the first three crossed) the pandas way."""
+    """(pairs, crossed pairs, (send line, receive line) of the first three crossed) the pandas way, from the lines'
+    text: the connections a [send] and a [receive] line print alike, on different hosts."""
     net = ch[ch["transport"] == "NET"]
     ext = net["text"].astype(str).str.extract(_NET_CH)
     net = net.assign(**{c: ext[c] for c in ext.columns}).dropna(subset=["nic"])
     key = ["ch", "ci", "src", "sd", "dst", "dd"]
+    net = net.astype({c: int for c in [*key, "nic"]})  # 02 and 2 are one channel
     snd = net[net["dir"] == "send"].drop_duplicates(key + ["host"])
     rcv = net[net["dir"] == "receive"].drop_duplicates(key + ["host"])
     pairs = snd.merge(rcv, on=key, suffixes=("_s", "_r"))
@@ -40,22 +43,26 @@ def _reference_pairs(ch: pd.DataFrame) -> tuple[int, int, list[tuple[int, int]]]
 
 
 def _channel_line(rng: random.Random) -> str:
-    return (f"Channel {rng.choice(['00', '01', '0'])}/0 : {rng.choice('12')}[0] -> {rng.choice('34')}[1]"
-            f" [{rng.choice(['send', 'receive'])}] via NET/{rng.choice(['IB', 'Socket'])}/{rng.choice(['0', '1', '12'])}")
+    return (f"Channel {rng.choice(['00', '00', '0', '01'])}{rng.choice(['/0'] * 8 + ['/1', ''])} :"
+            f" {rng.choice('112')}[0] -> 3[1]{rng.choice([' [send]', ' [receive]'] * 4 + [''])}"
+            f" via {rng.choice(['NET/IB/', 'NET/Socket/', 'NET/AWS-OFI/', 'NET//', 'P2P/IPC'])}"
+            f"{rng.choice(['0', '1', '12', 'x'])}{rng.choice(['', '/GDRDMA'])}")
 
 
 @pytest.mark.parametrize("seed", range(80))
 def test_net_pairs_match_the_merge(seed: int) -> None:
+    """The parsed columns joined on integer codes pair the lines that the text of the lines pairs."""
     rng = random.Random(seed)
-    rows = []
-    for i in range(rng.randint(1, 40)):
-        text = "h:1:1 [0] NCCL INFO " + _channel_line(rng) + rng.choice(["/GDRDMA", "", " " + _channel_line(rng)])
-        text = rng.choice([text] * 8 + ["garbage", None, "Channel\n" + _channel_line(rng)])
-        rows.append({"source": "job.log", "line": i + 1, "text": text, "host": rng.choice(["h1", "h2", "", None]),
-                     "transport": rng.choice(["NET"] * 9 + ["P2P"])})
-    ch = pd.DataFrame(rows).astype({"source": "str", "text": "str", "host": "str"})
-    n_pairs, n_crossed, first = _reference_pairs(ch)
+    lines = []
+    for _ in range(rng.randint(1, 40)):
+        host = rng.choice(["h1", "h2", "h3"])
+        lines.append(rng.choice([f"{host}:1:1 [0] NCCL INFO {_channel_line(rng)}"] * 8
+                                + [f"[2024-06-14 02:49:28] {host}:1:1 [0] NCCL INFO {_channel_line(rng)}",
+                                   f"{host}:1:1 [0] NCCL INFO Connected all rings", "garbage"]))
+    res = nccl_log.parse("\n".join(lines) + "\n", "job.log")
+    ch = build_frames(res.records).get("NcclChannel", pd.DataFrame())
     got = _net_pairs(Context(frames={"NcclChannel": ch}, formats=set()))
+    n_pairs, n_crossed, first = _reference_pairs(ch) if not ch.empty else (0, 0, [])
     if not n_pairs:
         assert got == []
         return
@@ -66,6 +73,18 @@ def test_net_pairs_match_the_merge(seed: int) -> None:
         assert [e.line for e in f.evidence] == [ln for pair in first for ln in pair]
     else:
         assert f.kind == "nccl_net_pairs_same_nic"
+
+
+def test_net_pairs_name_the_connection_as_nccl_prints_it() -> None:
+    log = ("h1:1:1 [0] NCCL INFO Channel 02/1 : 8[0] -> 9[1] [send] via NET/IB/0/GDRDMA\n"
+           "h2:1:1 [1] NCCL INFO Channel 02/1 : 8[0] -> 9[1] [receive] via NET/IB/3/GDRDMA\n")
+    ch = build_frames(nccl_log.parse(log, "job.log").records)["NcclChannel"]
+    (f,) = _net_pairs(Context(frames={"NcclChannel": ch}, formats=set()))
+    assert f.kind == "nccl_net_pairs_cross_nic"
+    assert "channel 02/1 8[0] -> 9[1]: NET/0 on h1, NET/3 on h2" in f.summary
+    cut = ch.assign(text=["h1:1:1 [0] NCCL INFO Channel 02/1 : 8[0] -> 9[1] [se", ch["text"].iloc[1]])
+    (g,) = _net_pairs(Context(frames={"NcclChannel": cut}, formats=set()))
+    assert "channel 02/1 8[0] -> 9[1]: NET/0 on h1, NET/3 on h2" in g.summary  # from the columns
 
 
 def _context(bundle: Path) -> Context:

@@ -117,10 +117,15 @@ def read_whole(src: StreamSource, limits: LoadLimits) -> bytes | None:
     header, so they are not cut into chunks); None when the file is larger than ``max_bulk_bytes``."""
     if not src.gz and src.size > limits.max_bulk_bytes:
         return None
-    opener = gzip.open if src.gz else open
+    if not src.gz:
+        # one read into one buffer of the file's size: read in blocks and joined, the bytes were copied and their
+        # pages touched twice (~0.15 s of a 200 MB dump, most of it page faults)
+        with open(src.path, "rb", buffering=0) as raw:
+            data = raw.read(limits.max_bulk_bytes + 1)  # (a file grown since it was listed: no more than that)
+        return data if len(data) <= limits.max_bulk_bytes else None
     parts: list[bytes] = []
     total = 0
-    with opener(src.path, "rb") as fh:  # type: ignore[operator]
+    with gzip.open(src.path, "rb") as fh:
         while True:
             block = fh.read(limits.chunk_bytes)
             if not block:

@@ -18,6 +18,7 @@ _NAME_HINTS: dict[str, tuple[str, ...]] = {
     "perfquery": ("perfquery", "pq"),
     "dmesg": ("dmesg", "kern", "messages", "syslog"),
     "nccl_log": ("nccl",),
+    "ibnetdiscover": ("ibnetdiscover", ".topo", "topology"),
     "nccl_tests": ("perf", "nccl-tests", "nccl_tests", "all_reduce", "allreduce"),
     "df": ("df", "shm"),
     "ulimit": ("ulimit", "limits"),

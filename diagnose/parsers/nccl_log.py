@@ -49,7 +49,7 @@ _INIT = re.compile(
     r"(?: nvmlDev \d++)? busId (?P<bus>\w++)(?: commId (?P<cid>\S++))? - Init (?P<phase>START|COMPLETE)"
 )
 _CHANNEL = re.compile(
-    r"^Channel (?P<ch>\d++)(?:/\d++)? : (?P<rank>\d++)\[\d++\] -> (?P<peer>\d++)\[\d++\]"
+    r"^Channel (?P<ch>\d++)(?:/(?P<conn>\d++))? : (?P<rank>\d++)\[(?P<dev>\d++)\] -> (?P<peer>\d++)\[(?P<pdev>\d++)\]"
     r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S++)"
 )
 _GDR = re.compile(r"^NET/(?P<net>\w+) ?: GPU Direct RDMA (?P<st>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<dev>[^']+)'")
@@ -124,11 +124,16 @@ class NcclInitRank(NcclRecord):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NcclChannel(NcclRecord):
-    """A connection line. ``transport`` is NET, P2P, SHM, NVLS or COLLNET; ``net`` the network (IB, Socket...)."""
+    """A connection line, ``Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/%d...`` in NCCL's sources: the
+    channel, the connection index (``conn``, absent in older releases), each rank and its GPU (``nvml_dev``,
+    ``peer_nvml_dev``). ``transport`` is NET, P2P, SHM, NVLS or COLLNET; ``net`` the network (IB, Socket...)."""
 
     channel: int
+    conn: int | None
     rank: int
+    nvml_dev: int
     peer: int
+    peer_nvml_dev: int
     direction: str | None
     transport: str
     net: str | None
@@ -421,11 +426,16 @@ def _channels(msgs: list[str]) -> tuple[list[int], _Columns]:
     not match makes no record."""
     found = _bulk_groups(_CHANNEL, msgs)
     hit = list(compress(range(len(found)), map(itemgetter(0), found)))
-    ch, rank, peer, direction, via = _transpose(_take(found, hit), 5)
+    ch, conn, rank, dev, peer, pdev, direction, via = _transpose(_take(found, hit), 8)
     paths = _transpose(_each_distinct(_via, via), 4)  # transport, net, net_dev, gdr
-    return hit, {"channel": _ints(ch), "rank": _ints(rank), "peer": _ints(peer),
+    return hit, {"channel": _ints(ch), "conn": _each_distinct(_int_or_none, conn), "rank": _ints(rank),
+                 "nvml_dev": _ints(dev), "peer": _ints(peer), "peer_nvml_dev": _ints(pdev),
                  "direction": [d or None for d in direction], "transport": paths[0], "net": paths[1],
                  "net_dev": paths[2], "gdr": paths[3], "via": via}
+
+
+def _int_or_none(digits: str) -> int | None:
+    return int(digits) if digits else None
 
 
 def _comms(msgs: list[str]) -> tuple[list[int], _Columns]:

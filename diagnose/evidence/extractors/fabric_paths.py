@@ -28,7 +28,6 @@ from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.links import _strs, _vals
 from diagnose.evidence.frames import factorize_runs
-from diagnose.gcpause import gc_paused
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 # --------------------------------------------------------------------------------------------- shared helpers
@@ -875,32 +874,37 @@ def rail_reachability(ctx: Context) -> list[Finding]:
 
 _NET_CH = re.compile(r"Channel (?P<ch>\d+)/(?P<ci>\d+) : (?P<src>\d+)\[(?P<sd>\d+)\] -> (?P<dst>\d+)\[(?P<dd>\d+)\]"
                      r" \[(?P<dir>send|receive)\] via NET/\w+/(?P<nic>\d+)")
-# _NET_CH once per line of a newline-joined block, as (connection, dir, nic), all '' on a line without it; the
-# connection's text stands for its six numbers (the separators between them are fixed)
-_NET_CH_LINES = re.compile(r"(?m)^(?:[^\n]*?Channel (\d+/\d+ : \d+\[\d+\] -> \d+\[\d+\])"
-                           r" \[(send|receive)\] via NET/\w+/(\d+))?[^\n]*$")
+_WORD = re.compile(r"\w+")
+_CONNECTION = ["channel", "conn", "rank", "nvml_dev", "peer", "peer_nvml_dev"]  # what names a connection
 
 
 def _net_pairs(ctx: Context) -> list[Finding]:
     """Both ends of NCCL's inter-node connections: a [send] line on one host and the matching [receive] line on
     another; the NIC index each side uses tells whether the connection joins two rails.
 
-    One regex pass over the lines joined into one block, then integer codes (a 4,096-host job logs ~130k NET
-    channel lines): the [send] lines, each (channel, ranks, host) once, in log order, each joined to the matching
-    [receive] lines (also each once per host) in log order, which is the inner merge of the two."""
+    On integer codes of the parsed columns (a 4,096-host job logs ~130k NET channel lines): the lines that print
+    the whole connection (``Channel c/i : r[d] -> p[e] [send|receive] via NET/<net>/<nic>``), the [send] lines,
+    each (connection, host) once, in log order, each joined to the matching [receive] lines (also each once per
+    host) in log order, which is the inner merge of the two."""
     ch = ctx.frame("NcclChannel")
-    if ch.empty or "transport" not in ch:
+    if ch.empty or "transport" not in ch or not set(_CONNECTION).issubset(ch.columns):
         return []
-    net = ch.loc[(ch["transport"] == "NET").to_numpy(), ["source", "line", "text", "host"]]
+    net = ch.loc[(ch["transport"] == "NET").to_numpy(), ["source", "line", "text", "host", "direction", "net",
+                                                          "net_dev", *_CONNECTION]]
+    if net.empty:
+        return []
+    net_codes, nets = pd.factorize(net["net"].to_numpy(object))  # a handful of networks: IB, Socket...
+    word = np.array([isinstance(v, str) and _WORD.fullmatch(v) is not None for v in nets] + [False])
+    whole = (net["conn"].notna() & net["net_dev"].notna() & net["direction"].isin(["send", "receive"])).to_numpy()
+    net = net[whole & word[net_codes]]
     if net.empty:
         return []
     texts, host_raw = net["text"].tolist(), net["host"].to_numpy(object)
-    with gc_paused():  # ~100k small tuples: no cycles, and a collection pass would walk the whole bundle
-        # each line from its first "Channel " on (the regex's leftmost match starts there or later)
-        block = "\n".join(t[i:].replace("\n", "\0") if type(t) is str and (i := t.find("Channel ")) >= 0 else ""
-                          for t in texts)
-        key_s, direction, nic = (np.array(c, dtype=object) for c in zip(*_NET_CH_LINES.findall(block), strict=True))
-    key = pd.factorize(key_s)[0]
+    direction, nic = net["direction"].to_numpy(object), net["net_dev"].to_numpy().astype(np.int64)
+    key = np.zeros(len(net), dtype=np.int64)
+    for c in _CONNECTION:  # the connection's numbers combined into one code (mixed radix over their distinct values)
+        codes, uniq = pd.factorize(net[c].to_numpy())
+        key = pd.factorize(key * len(uniq) + codes)[0].astype(np.int64)
     host, h_uniq = pd.factorize(host_raw)  # a missing host (-1) is a host of its own here
     empty = int(pd.Index(h_uniq).get_indexer([""])[0])  # -1 when no host is ""
     host_eq = np.where(host < 0, empty, host)  # but not when the two ends are compared (missing == "")
@@ -940,14 +944,18 @@ def _net_pairs(ctx: Context) -> list[Finding]:
                         " both hosts (rail-aligned).", None, attrs=attrs,
                         evidence=[ref(si, "nccl_net_pairs_same_nic") for si in same])]
     s0, r0 = crossed[0]
-    c0 = _NET_CH.search(texts[s0])
-    assert c0 is not None  # the line matched in the block
+    c0 = _NET_CH.search(texts[s0]) if isinstance(texts[s0], str) else None
+    if c0 is not None:  # the connection as the line prints it
+        conn = f"{c0['ch']}/{c0['ci']} {c0['src']}[{c0['sd']}] -> {c0['dst']}[{c0['dd']}]"
+    else:  # (a line cut short) as NCCL prints it
+        c, i, r, d, p, e = (int(net[k].iloc[s0]) for k in _CONNECTION)
+        conn = f"{c:02d}/{i} {r}[{d}] -> {p}[{e}]"
     # the summary prints the host column's value ('nan' when missing)
     ev = [ref(i, "nccl_net_pairs_cross_nic") for si, ri in crossed for i in (si, ri)]
     return [finding(
         "nccl_net_pairs_cross_nic",
         f"{n_crossed} of {n_pairs} inter-node NCCL connection(s) leave one host on one NIC index and arrive on"
-        f" another (e.g. channel {c0['ch']}/{c0['ci']} {c0['src']}[{c0['sd']}] -> {c0['dst']}[{c0['dd']}]: NET/"
+        f" another (e.g. channel {conn}: NET/"
         f"{nic[s0]} on {host_raw[s0]}, NET/{nic[r0]} on {host_raw[r0]}): cross-rail on a rail-optimized fabric.",
         None, Location(host=sval(host_raw[s0]), peer=sval(host_raw[r0])), attrs, evidence=ev[:8],
     )]
