@@ -7,7 +7,7 @@ import gc
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -17,7 +17,7 @@ import structlog
 
 from diagnose import parsers
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
-from diagnose.bundle.loader import iter_text_chunks, read_capped, read_whole
+from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
@@ -121,6 +121,16 @@ def _run_bulk(mod: ModuleType, data: bytes, bf: BundleFile, ev: Evidence, proble
     return _rows(res.records)
 
 
+def _release(data: object) -> None:
+    """Unmap a mapped file now (a view of it still held elsewhere keeps it mapped until that view goes)."""
+    close = getattr(data, "close", None)
+    if close is not None:
+        try:
+            close()
+        except BufferError:
+            pass
+
+
 def _rows(records: list[Record]) -> int:
     """Records a file gave, counting every row of a columnar batch."""
     return sum(len(r.columns["line"]) if isinstance(r, ColumnBatch) else 1 for r in records)  # type: ignore[arg-type]
@@ -134,7 +144,10 @@ def _sniff(bf: BundleFile) -> Any:
     return bf.sniffed
 
 
-def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None) -> None:
+def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None,
+                mapped: bool = False) -> None:
+    """``bf`` parsed into ``ev``. ``mapped``: bulk dumps are mapped, not read (see :func:`read_whole`: the child
+    only)."""
     if bf.text is None:
         if _parse_binary(bf, ev):
             return
@@ -159,13 +172,16 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
         # the others see the head and tail of the file
         bulk = [m for m in mods if hasattr(m, "parse_bytes_bulk")]
         if bulk:
-            data = read_whole(bf.stream, limits)
+            data = read_whole(bf.stream, limits, mapped)
             if data is None:
                 problems.append(f"larger than {limits.max_bulk_bytes // 1048576} MiB: read in part")
                 bulk = []
             else:
-                for mod in bulk:
-                    n += _run_bulk(mod, data, bf, ev, problems)
+                try:
+                    for mod in bulk:
+                        n += _run_bulk(mod, data, bf, ev, problems)
+                finally:
+                    _release(data)
                 del data
         streamed = [m for m in mods if getattr(m, "STREAMABLE", False) and m not in bulk]
         capped = [m for m in mods if not getattr(m, "STREAMABLE", False) and m not in bulk]
@@ -649,9 +665,11 @@ class _ForkSecond:
     Nothing is copied to the child (the bundle's texts are already in its memory) and it starts in milliseconds,
     where a fork server first imports the pipeline (~1.5 s measured at 4,096 hosts while this process parses)."""
 
-    def __init__(self, pid: int, jobs: int, results: int, bulk: list[int], claims: _Claims,
-                 costs: dict[int, float], own_fabric: bool) -> None:
+    def __init__(self, pid: int, jobs: int, results: int, files: list[BundleFile], bulk: list[int], claims: _Claims,
+                 costs: dict[int, float], own_fabric: bool, where: str) -> None:
         self.pid = pid
+        self.files = files  # what the child was forked with (see adopt)
+        self.where = where  # the spill folder: batches of small files go through it
         self.costs = costs  # estimated seconds per bulk file
         self.jobs = jobs
         self.results = results
@@ -664,6 +682,7 @@ class _ForkSecond:
         self._buf = b""
         self.own_fabric = own_fabric  # the child keeps the fabric tables' records and runs the fabric extractors
         self.lane: str | None = None  # where the child left the fabric extractors' results ("-": it could not)
+        self.building = False  # the child is building its frames early (see _serve)
 
     @classmethod
     def start(cls, files: list[BundleFile], limits: LoadLimits, spill: _SpillDir, own_fabric: bool = False
@@ -672,7 +691,8 @@ class _ForkSecond:
         where = spill.get()
         if where is None:
             return None
-        claims = _Claims(sum(1 for bf in files if bf.stream is not None))  # the bulk files are among these
+        bulk, costs = _plan(files, limits)  # before the fork: the child inherits the sniffed formats
+        claims = _Claims(len(bulk))
         jr, jw = os.pipe()
         rr, rw = os.pipe()
         try:
@@ -687,14 +707,28 @@ class _ForkSecond:
             try:
                 os.close(jw)
                 os.close(rr)
-                _serve(files, limits, claims, where, jr, rw, own_fabric)
+                _serve(files, limits, claims, where, jr, rw, own_fabric, bulk)
                 code = 0
             finally:
                 os._exit(code)
         os.close(jr)
         os.close(rw)
-        bulk, costs = _plan(files, limits)
-        return cls(pid, jw, rr, bulk, claims, costs, own_fabric)
+        return cls(pid, jw, rr, files, bulk, claims, costs, own_fabric, where)
+
+    def adopt(self, files: list[BundleFile]) -> bool:
+        """Take ``files`` (what :func:`load_inputs` gave) for the ones the child was forked with (those of
+        :func:`preview_inputs`: the same paths, the large files only read): True when they are the same list and the
+        same large files (the sniffed formats of those are then kept); False when they differ (an archive known by
+        its magic bytes, a file changed meanwhile): the child must then be stopped."""
+        if len(files) != len(self.files) or any(a.path != b.path for a, b in zip(files, self.files, strict=True)):
+            return False
+        for i in self.bulk:
+            if files[i].stream is None or files[i].stream != self.files[i].stream or files[i].text is None:
+                return False
+        for i in self.bulk:
+            files[i].sniffed = self.files[i].sniffed
+        self.files = files
+        return True
 
     def claim(self) -> int | None:
         """A bulk file nobody has started, for this process (the smallest left), or None."""
@@ -727,12 +761,19 @@ class _ForkSecond:
     def idle(self) -> bool:
         """The child has nothing left to do (every bulk file taken, all it took reported)."""
         self._pump(block=False)
-        return not self.eof and all(map(self.claims.owner, range(len(self.bulk)))) and self.mine() <= set(self.done)
+        return not self.eof and not self.building and all(map(self.claims.owner, range(len(self.bulk)))) and \
+            self.mine() <= set(self.done)
 
     def send(self, batch: list[int], costs: list[float]) -> bool:
+        """Hand the small files ``batch`` to the child (left in a pickle: it may not have read them itself)."""
         try:
-            os.write(self.jobs, (" ".join(map(str, batch)) + "\n").encode())
+            path = _leave([self.files[i] for i in batch], self.where)
+        except Exception:  # noqa: BLE001 - no room: parsed here
+            return False
+        try:
+            os.write(self.jobs, f"take {','.join(map(str, batch))} {path}\n".encode())
         except OSError:
+            os.unlink(path)
             return False
         self.sent.update(zip(batch, costs, strict=True))
         return True
@@ -806,6 +847,9 @@ class _ForkSecond:
             batch, _, path = ln.decode().partition(" ")
             if batch == "lane":
                 self.lane = path
+                continue
+            if batch == "spec":  # building its frames early (see _serve): not idle meanwhile
+                self.building = path == "1"
                 continue
             for pos, i in enumerate(map(int, batch.split(","))):
                 self.done[i] = None if path == "-" else (path, pos)
@@ -887,25 +931,29 @@ def _owned(records: list[Record]) -> tuple[list[Record], list[Record]]:
 
 
 def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: str, jobs_fd: int,
-           results_fd: int, own_fabric: bool) -> None:
-    """The child's loop: the bulk files it can claim, front first, then the batches sent until the pipe closes.
-    Each file or batch is left in one pickle (a list of Evidence, one per file) and reported on one line.
+           results_fd: int, own_fabric: bool, bulk: list[int]) -> None:
+    """The child's loop: the bulk files (``files[i]`` for ``i`` in ``bulk``) it can claim, front first, then the
+    batches of small files sent (``take I,J... PATH``: the files, pickled) until the pipe closes. Each file or
+    batch is left in one pickle (a list of Evidence, one per file) and reported on one line.
 
     ``own_fabric``: the records of the fabric tables stay here (never pickled); a ``lane PATH`` line then asks for
     the fabric extractors' findings, run here on them (see :func:`_serve_lane`)."""
 
     gc.freeze()
     kept: dict[int, list[Record]] = {}
+    early: _Ready | None = None  # built before this process said which fabric tables it has rows of
 
     def parse(batch: list[int]) -> None:
+        nonlocal early
         parts = []
         for i in batch:
             part = Evidence()
-            _parse_file(files[i], part, limits)
+            _parse_file(files[i], part, limits, mapped=True)  # if a dump shrinks under it, this process dies
             if own_fabric:
                 owned, part.records = _owned(part.records)
                 if owned:
                     kept[i] = owned
+                    early = None  # rows it was not built with
             parts.append(part)
         mib = _private_mib()
         for part in parts:
@@ -916,19 +964,65 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
             path = "-"
         os.write(results_fd, f"{','.join(map(str, batch))} {path}\n".encode())
 
-    bulk, _ = _plan(files, limits)
     for k, i in enumerate(bulk):
         if claims.take(k, 1):
             parse([i])
     ready: _Ready | None = None
-    with os.fdopen(jobs_fd, "rb") as jobs:
-        for line in jobs:
-            if line.startswith(b"lane "):
-                _serve_lane(kept, line[5:].strip().decode(), where, results_fd, ready)
-            elif line.startswith(b"parsed"):
-                ready = _Ready.build(kept, frozenset(t.decode() for t in line.split()[1:]))
-            else:
-                parse([int(tok) for tok in line.split()])
+    told = False  # a `parsed` line came
+
+    def build_early() -> None:
+        """While nothing is asked of it, the child builds its frames as if this process had no fabric rows (true
+        when the child parsed every bulk file, as at scale); told otherwise, it builds them again. Meanwhile it is
+        not idle: no small files are handed to it (``spec 1`` / ``spec 0``)."""
+        nonlocal early
+        if ready is not None or told:
+            return  # this process has said which tables it has: built then
+        os.write(results_fd, b"spec 1\n")
+        early = _Ready.build(kept, frozenset(), prune=False)
+        os.write(results_fd, b"spec 0\n")
+
+    wants_early = own_fabric and bool(kept) and all(claims.owner(k) == 1 for k in range(len(bulk)))
+    for line in _lines(jobs_fd, build_early if wants_early else None):
+        if line.startswith(b"lane "):
+            _serve_lane(kept, line[5:].strip().decode(), where, results_fd, ready)
+        elif line.startswith(b"parsed"):
+            told = True
+            theirs = frozenset(t.decode() for t in line.split()[1:])
+            ready = early.told(kept, theirs) if early is not None and early.fits(theirs) else \
+                _Ready.build(kept, theirs)
+            early = None
+        elif line.startswith(b"take "):
+            _, ids, path = line.decode().split()
+            batch = [int(i) for i in ids.split(",")]
+            try:
+                handed = _take_back(path)
+            except Exception:  # noqa: BLE001 - not readable: parsed there
+                os.write(results_fd, f"{ids} -\n".encode())
+                continue
+            for i, bf in zip(batch, handed, strict=True):
+                files[i] = bf
+            parse(batch)
+
+
+def _lines(fd: int, when_idle: Callable[[], None] | None, wait: float = 0.02) -> Iterator[bytes]:
+    """The lines read from ``fd`` until its end; ``when_idle`` is called once, the first time no line has come for
+    ``wait`` seconds."""
+    import select
+
+    buf = b""
+    while True:
+        while b"\n" not in buf:
+            if when_idle is not None and not select.select([fd], [], [], wait)[0]:
+                when_idle()
+                when_idle = None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                if buf:
+                    yield buf
+                return
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
+        yield line + b"\n"
 
 
 @dataclass
@@ -943,23 +1037,38 @@ class _Ready:
     counters: Any  # the counter table, or None
 
     @classmethod
-    def build(cls, kept: dict[int, list[Record]], theirs: frozenset[str]) -> _Ready | None:
+    def build(cls, kept: dict[int, list[Record]], theirs: frozenset[str], prune: bool = True) -> _Ready | None:
+        """``prune``: the rows now in the frames are dropped from ``kept`` (else :meth:`told` does it)."""
         from diagnose.evidence.counters import build_counter_table
 
         try:
             mine = [r for i in sorted(kept) for r in kept[i] if _table(r) not in theirs]
             frames = build_frames(mine)
-            counters = None if theirs & {"PortCounter", "PortCounterWide"} else build_counter_table(frames)
+            counters = None if theirs & _COUNTER_TABLES else build_counter_table(frames)
         except Exception:  # noqa: BLE001 - built again with the rest
             return None
         del mine
-        for i in list(kept):  # what is in the frames now is not kept twice (the dumps' columns: ~230 MB)
-            kept[i] = [r for r in kept[i] if _table(r) in theirs]
         if counters is not None:  # nothing reads the counter rows but the table (evidence/counters.py)
             frames.pop("PortCounter", None)
             frames.pop("PortCounterWide", None)
+        ready = cls(theirs, frames, counters)
+        return ready.told(kept, theirs) if prune else ready
+
+    def fits(self, theirs: frozenset[str]) -> bool:
+        """Whether what was built holds for ``theirs``: none of those tables built here, and no counter table
+        built if this process has counter rows."""
+        return not theirs & set(self.frames) and not (self.counters is not None and theirs & _COUNTER_TABLES)
+
+    def told(self, kept: dict[int, list[Record]], theirs: frozenset[str]) -> _Ready:
+        """This, for this process's fabric tables ``theirs`` (see :meth:`fits`); the kept rows now in the frames are
+        dropped (the dumps' columns: ~230 MB)."""
+        for i in list(kept):
+            kept[i] = [r for r in kept[i] if _table(r) in theirs]
         _trim()
-        return cls(theirs, frames, counters)
+        return _Ready(theirs, self.frames, self.counters)
+
+
+_COUNTER_TABLES = frozenset({"PortCounter", "PortCounterWide"})
 
 
 def _trim() -> None:
@@ -1033,12 +1142,14 @@ def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecon
             progress(files[i].path, done, len(files))
 
     try:
-        # small files last, so that batches for an idle child come off the back of the queue
+        # small files last, so that batches for an idle child come off the back of the queue: the cheapest last
+        # (a batch is then a few hundred alike files, never a 3 MB nccl-tests table the child is still on at the end)
         small = [i for i, bf in enumerate(files) if i not in offload and bf.stream is None and bf.text is not None]
+        cost = {i: _cost(files[i]) for i in small}
+        small.sort(key=lambda i: -cost[i])  # stable: alike files stay in file order
         smalls = set(small)
         queue = collections.deque([i for i in range(len(files)) if i not in offload and i not in smalls] + small)
         small_left = len(small)
-        cost = {i: _cost(files[i]) for i in small}
         small_cost = sum(cost.values())  # estimated seconds of the small files left here
         claimed = False
         while queue:
@@ -1105,19 +1216,31 @@ def gather(
 
 def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,
             progress: Progress | None, keep_records: bool, spill: _SpillDir) -> Evidence:
-    # no files at all is fine when there is a symptom (an alert or a chat question with no bundle yet): the
-    # text is then the only evidence; with neither, load_inputs explains what to pass
-    files = load_inputs(paths, limits) if paths or not (symptom and symptom.strip()) else []
-    ev = Evidence()
-    gc.freeze()  # the loaded texts live until the end and hold no cycles: no collection walks them again
-    # the child is forked before anything is sniffed: choosing its files imports every parser (~0.5 s), which
-    # the child then does at the same time as this process instead of after it
     # Without records to return (triage), the child keeps the fabric tables' records it parses (the counter dumps
     # and the topology: most of a large bundle's bytes) and later runs the fabric extractors on them itself;
     # they never cross to this process, which holds the rest.
-    second = _ForkSecond.start(files, limits, spill, own_fabric=not keep_records) \
-        if _can_fork() and _worth_a_second(files, limits) else None
-    offload = _offloadable(files, limits)
+    # The child is forked as soon as the large files are known (listed, their heads read), before the thousands
+    # of small files are read (~0.3 s at 4,096 hosts): it starts on the dumps while this process reads the rest.
+    second: _ForkSecond | None = None
+    preview = preview_inputs(paths, limits) if paths and _can_fork() else None
+    if preview is not None and _worth_a_second(preview, limits):
+        second = _ForkSecond.start(preview, limits, spill, own_fabric=not keep_records)
+    try:
+        # no files at all is fine when there is a symptom (an alert or a chat question with no bundle yet): the
+        # text is then the only evidence; with neither, load_inputs explains what to pass
+        files = load_inputs(paths, limits) if paths or not (symptom and symptom.strip()) else []
+    except BaseException:
+        if second is not None:
+            second.close(kill=True)
+        raise
+    if second is not None and not second.adopt(files):  # not the files it was forked with: forked again below
+        second.close(kill=True)
+        second = None
+    ev = Evidence()
+    gc.freeze()  # the loaded texts live until the end and hold no cycles: no collection walks them again
+    if second is None and _can_fork() and _worth_a_second(files, limits):
+        second = _ForkSecond.start(files, limits, spill, own_fabric=not keep_records)
+    offload = set(second.bulk) if second is not None else _offloadable(files, limits)
     remote: _RemoteLane | None = None
     try:
         if second is not None and offload:

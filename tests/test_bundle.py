@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 from diagnose.bundle import LoadLimits, load_inputs
+from diagnose.models.records import ColumnBatch
 from diagnose.pipeline import gather
 
 SMALL = LoadLimits(stream_bytes=512 * 1024, chunk_bytes=64 * 1024, head_bytes=16 * 1024, max_line_chars=4096)
@@ -144,3 +145,70 @@ def test_a_bulk_dump_is_read_whole_up_to_the_bulk_limit(tmp_path: Path) -> None:
     grown = StreamSource(tmp_path / "pq.txt", False, 1024)  # listed when it was 1 KiB
     assert read_whole(grown, tight) is None
     assert read_whole(grown, LoadLimits(max_bulk_bytes=len(body))) == body
+
+
+def test_the_preview_lists_what_loading_gives_with_only_the_large_files_read(tmp_path: Path) -> None:
+    from diagnose.bundle.loader import preview_inputs
+
+    _write_log(tmp_path / "job.log", 20_000)  # large: streamed
+    (tmp_path / "h1").mkdir()
+    (tmp_path / "h1" / "dmesg.txt").write_text("[    1.0] mlx5_core 0000:17:00.0: firmware version 28.39.1002\n")
+    (tmp_path / "h2").mkdir()
+    (tmp_path / "h2" / "dmesg.txt").write_text("[    1.0] nothing\n")
+    (tmp_path / "README.md").write_text("fixture notes")  # not evidence, in either
+    loaded = load_inputs([tmp_path, tmp_path / "h1" / "dmesg.txt"], SMALL)
+    preview = preview_inputs([tmp_path, tmp_path / "h1" / "dmesg.txt"], SMALL)
+    assert preview is not None
+    assert [b.path for b in preview] == [b.path for b in loaded]  # the same file given twice: dmesg.txt#2 too
+    assert "dmesg.txt" in [b.path for b in preview] and "h1/dmesg.txt" in [b.path for b in preview]
+    by_path = {b.path: b for b in preview}
+    assert by_path["job.log"].stream == next(b for b in loaded if b.path == "job.log").stream
+    assert by_path["job.log"].text and by_path["h2/dmesg.txt"].text is None
+
+
+def test_no_preview_where_the_list_depends_on_what_the_files_hold(tmp_path: Path) -> None:
+    """Archives (their members), captured sysfs trees (folded into one file) and symlinks are only known read."""
+    from diagnose.bundle.loader import preview_inputs
+
+    for name, make in [("archive", lambda d: (d / "logs.tar.gz").write_bytes(gzip.compress(b"x"))),
+                       ("sysfs", lambda d: (d / "sys/class/infiniband/mlx5_0/ports/1/state").parent.mkdir(
+                           parents=True) or (d / "sys/class/infiniband/mlx5_0/ports/1/state").write_text("4: ACTIVE")),
+                       ("symlink", lambda d: (d / "link.txt").symlink_to(d / "a.txt"))]:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "a.txt").write_text("[    1.0] nothing\n")
+        assert preview_inputs([d], SMALL) is not None
+        make(d)
+        assert preview_inputs([d], SMALL) is None, name
+    assert preview_inputs([tmp_path / "missing"], SMALL) is None
+
+
+def test_a_mapped_dump_parses_as_the_same_bytes_read(tmp_path: Path) -> None:
+    """The parse child maps dumps instead of reading them: the bulk parser and its line-parser fallback (a capture
+    with terminal escapes) give the same records from the map as from the bytes."""
+    import mmap
+
+    from diagnose.bundle.loader import StreamSource, read_whole
+    from diagnose.parsers import perfquery
+
+    sample = (Path(__file__).parent / "data/perfquery/var_two_snapshots_with_date.txt").read_bytes()
+    for name, body in [("plain.txt", sample * 200), ("escapes.txt", b"\x1b[0m" + sample)]:
+        path = tmp_path / name
+        path.write_bytes(body)
+        src = StreamSource(path, False, len(body))
+        mapped = read_whole(src, LoadLimits(), mapped=True)
+        assert isinstance(mapped, mmap.mmap) and mapped[:] == body
+        got, want = perfquery.parse_bytes_bulk(mapped, name), perfquery.parse_bytes_bulk(body, name)
+        assert not got.problems and len(got.records) == len(want.records) > 0
+        for a, b in zip(got.records, want.records, strict=True):
+            if isinstance(a, ColumnBatch):
+                assert a.table == b.table and list(a.columns) == list(b.columns)
+                assert all(list(a.columns[k]) == list(b.columns[k]) for k in a.columns)
+                lines = [int(x) for x in a.columns["line"]]
+                assert a.lines.texts(lines) == b.lines.texts(lines)  # read from the map, from the bytes
+            else:
+                assert a == b
+        del got
+        mapped.close()
+    assert read_whole(StreamSource(tmp_path / "plain.txt", False, 10), LoadLimits(max_bulk_bytes=100),
+                      mapped=True) is None  # grown past the limit since it was listed

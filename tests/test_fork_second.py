@@ -92,11 +92,9 @@ def _child_first(self: pipeline._ForkSecond) -> None:
         self._pump(block=False)
 
 
-def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_path: Path, spill_root: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch,
-                                                                             children: list[int]) -> None:
-    bundle = _bundle(tmp_path, 40)
-    serial = pipeline.gather([bundle], limits=SERIAL)
+def _handing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Small files handed to the child four at a time, while this process is slowed on its own (so that the idle
+    child gets some) and takes no large file: the files handed, as they are."""
     sent: list[int] = []
     real_send, real_here = pipeline._ForkSecond.send, pipeline._parse_here
 
@@ -104,7 +102,7 @@ def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_
         sent.extend(batch)
         return real_send(self, batch, costs)
 
-    def slow_here(bf: Any, *a: Any) -> Any:  # small files take a while here, so the idle child gets some
+    def slow_here(bf: Any, *a: Any) -> Any:
         if bf.stream is None:
             time.sleep(0.005)
         return real_here(bf, *a)
@@ -113,6 +111,15 @@ def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_
     monkeypatch.setattr(pipeline._ForkSecond, "send", spy)
     monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)
     monkeypatch.setattr(pipeline, "_parse_here", slow_here)
+    return sent
+
+
+def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_path: Path, spill_root: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch,
+                                                                             children: list[int]) -> None:
+    bundle = _bundle(tmp_path, 40)
+    serial = pipeline.gather([bundle], limits=SERIAL)
+    sent = _handing(monkeypatch)
     forked = pipeline.gather([bundle], limits=FORKED)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # the child did parse some of it
@@ -306,3 +313,123 @@ def test_an_error_here_stops_the_child_and_leaves_nothing(tmp_path: Path, spill_
         pipeline.gather([bundle], limits=FORKED, keep_records=False)
     assert _reaped(children)
     assert list(spill_root.iterdir()) == []
+
+
+@pytest.fixture
+def forked_with(monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
+    """The files each child was forked with (copied when forked)."""
+    got: list[list[Any]] = []
+    real = pipeline._ForkSecond.start.__func__  # type: ignore[attr-defined]
+
+    def start(cls: type, files: list[Any], *a: Any, **k: Any) -> Any:
+        got.append([(bf.path, bf.text is not None, bf.stream is not None) for bf in files])
+        return real(cls, files, *a, **k)
+
+    monkeypatch.setattr(pipeline._ForkSecond, "start", classmethod(start))
+    return got
+
+
+def test_the_child_starts_before_the_small_files_are_read(tmp_path: Path, spill_root: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          forked_with: list[list[Any]]) -> None:
+    """The child is forked once the bundle is listed and its large files' heads read: the small files it is later
+    handed reach it with the batch, and the result is that of one process."""
+    bundle = _bundle(tmp_path, 40)
+    serial = pipeline.gather([bundle], limits=SERIAL)
+    sent = _handing(monkeypatch)
+    forked = pipeline.gather([bundle], limits=FORKED)
+    assert _result(forked) == _result(serial)
+    (listed,) = forked_with  # forked once
+    assert [p for p, _t, _s in listed] == [f.path for f in serial.files]
+    assert {p for p, text, stream in listed if text} == {p for p, text, stream in listed if stream}  # only those
+    assert any(p.endswith("ibstat.txt") for p, _t, _s in listed) and len(sent) >= 8
+    assert list(spill_root.iterdir()) == []
+
+
+def test_a_bundle_that_lists_otherwise_when_read_forks_again(tmp_path: Path, spill_root: Path,
+                                                             forked_with: list[list[Any]],
+                                                             children: list[int]) -> None:
+    """An archive known only by its bytes (a tar named .txt) adds its members once read: the first child, forked
+    with the listing, is stopped and another forked with the files as read."""
+    import io
+    import tarfile
+
+    bundle = _bundle(tmp_path, 4)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        data = (DATA / "ibstat").glob("*.txt").__next__().read_bytes()
+        info = tarfile.TarInfo("gpu-y001/ibstat.txt")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    (bundle / "notes.txt").write_bytes(buf.getvalue())
+    serial = pipeline.gather([bundle], limits=SERIAL)
+    forked = pipeline.gather([bundle], limits=FORKED)
+    assert any(f.path == "notes.txt/gpu-y001/ibstat.txt" for f in forked.files)
+    assert _result(forked) == _result(serial)
+    assert len(forked_with) == 2
+    assert "notes.txt" in [p for p, _t, _s in forked_with[0]]  # the listing, before the archive was opened
+    assert [p for p, _t, _s in forked_with[1]] == [f.path for f in serial.files]
+    assert _reaped(children) and len(children) == 2
+    assert list(spill_root.iterdir()) == []
+
+
+def test_a_bundle_that_cannot_be_read_stops_the_child_forked_for_it(tmp_path: Path, spill_root: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    children: list[int]) -> None:
+    from diagnose.bundle import BundleError
+
+    bundle = _bundle(tmp_path, 2)
+
+    def unreadable(*a: Any, **k: Any) -> Any:
+        raise BundleError("no readable file in the input")
+
+    monkeypatch.setattr(pipeline, "load_inputs", unreadable)
+    with pytest.raises(BundleError):
+        pipeline.gather([bundle], limits=FORKED)
+    assert _reaped(children) and len(children) == 1
+    assert list(spill_root.iterdir()) == []
+
+
+@pytest.fixture
+def early_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file where the child notes each build of its fabric frames: 'early' (before this process said which
+    fabric tables it has rows of) or 'told'."""
+    notes = tmp_path / "builds"
+    real = pipeline._Ready.build.__func__  # type: ignore[attr-defined]
+
+    def build(cls: type, kept: Any, theirs: Any, prune: bool = True) -> Any:
+        with notes.open("a") as fh:
+            fh.write(("told" if prune else "early") + "\n")
+        return real(cls, kept, theirs, prune)
+
+    monkeypatch.setattr(pipeline._Ready, "build", classmethod(build))
+    return notes
+
+
+@pytest.mark.parametrize("counter_rows_here", [False, True])
+def test_frames_the_child_builds_early_are_used_only_if_this_process_has_no_rows_of_them(
+        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, answered: list[bool],
+        early_builds: Path, children: list[int], counter_rows_here: bool) -> None:
+    """Idle after the dumps, the child builds its frames and counter table as if this process had no fabric rows;
+    when this process has counter rows of its own (a small perfquery capture), they are built again with them."""
+    bundle = _bundle(tmp_path, 30)
+    if counter_rows_here:
+        shutil.copy(DATA / "perfquery/perfquery_x_extended_0x7cfe9003003b4bde_hca.out", bundle / "gpu-z000/pq.out")
+    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
+    real_here = pipeline._parse_here
+
+    def slow_here(bf: Any, *a: Any) -> Any:  # this process is still busy when the child has parsed the dumps
+        if bf.stream is None:
+            time.sleep(0.01)
+        return real_here(bf, *a)
+
+    monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)
+    monkeypatch.setattr(pipeline, "_parse_here", slow_here)
+    monkeypatch.setattr(pipeline, "_HAND_OVER", 10_000)  # no small files for the child: it stays idle
+    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    assert _findings(forked) == _findings(serial)
+    assert answered == [True]
+    assert early_builds.read_text().split() == (["early", "told"] if counter_rows_here else ["early"])
+    if counter_rows_here:
+        assert any(f.path.endswith("pq.out") and f.format == "perfquery" for f in forked.files)
+    assert _reaped(children)

@@ -21,7 +21,7 @@ import pytest
 
 from diagnose import pipeline
 from diagnose.bundle import LoadLimits, load_inputs, loader
-from diagnose.models.records import ColumnBatch
+from diagnose.models.records import ColumnBatch, positional_maker
 from diagnose.parsers import _ib, dmesg, ibstat
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_positional_maker_makes_the_records_the_keyword_constructor_makes() -> N
               "phys_state": "LinkUp", "rate_gbps": 400.0, "width": None, "speed": "NDR", "link_layer": "InfiniBand",
               "lid": 7, "sm_lid": 1, "port_guid": "0x1", "node_guid": None, "ca_type": "MT4129", "firmware": "28",
               "active_mtu": 4096, "max_mtu": None}
-    made = _ib.positional_maker(_ib.IbPort)(*values.values())
+    made = positional_maker(_ib.IbPort)(*values.values())
     want = _ib.IbPort(**values)
     assert type(made) is _ib.IbPort and made == want and hash(made) == hash(want)
     assert pickle.loads(pickle.dumps(made)) == want
@@ -216,7 +216,7 @@ def test_walk_lists_what_rglob_lists(tmp_path: Path) -> None:
     os.mkfifo(root / "fifo")
     want = sorted(f for f in root.rglob("*") if f.is_file() or f.is_symlink())
     got = loader._walk(root)
-    assert [p for _, p, _ in got] == want
+    assert [Path(p) for _, p, _ in got] == want
     assert [rel for rel, _, _ in got] == [f.relative_to(root).as_posix() for f in want]
     assert [link for _, _, link in got] == [f.is_symlink() for f in want]
 

@@ -8,6 +8,7 @@ only a missing input path or an input with no readable file at all is a :class:`
 from __future__ import annotations
 
 import gzip
+import mmap
 import os
 import re
 import tarfile
@@ -112,11 +113,27 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
         problems.append(f"{cut} line(s) longer than {limits.max_line_chars} characters were cut")
 
 
-def read_whole(src: StreamSource, limits: LoadLimits) -> bytes | None:
+def read_whole(src: StreamSource, limits: LoadLimits, mapped: bool = False) -> bytes | mmap.mmap | None:
     """All of a large file's bytes, for the columnar parsers of bulk dumps (a counter block must stay with its
-    header, so they are not cut into chunks); None when the file is larger than ``max_bulk_bytes``."""
+    header, so they are not cut into chunks); None when the file is larger than ``max_bulk_bytes``.
+
+    ``mapped``: a plain file is mapped instead of read (its pages are the page cache's: no copy, a tenth of the
+    page faults, ~0.15 s of a 200 MB dump). Only for a process that may die: a file truncated while mapped kills
+    the process that reads it (SIGBUS), so only the forked parse child maps, and its files are parsed again here
+    if it dies. Close the map when done (or drop it)."""
     if not src.gz and src.size > limits.max_bulk_bytes:
         return None
+    if not src.gz and mapped and src.size > 0:
+        try:
+            with open(src.path, "rb") as fh:
+                m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            pass  # read it instead
+        else:
+            if len(m) <= limits.max_bulk_bytes:
+                return m
+            m.close()
+            return None
     if not src.gz:
         # one read into one buffer of the file's size: read in blocks and joined, the bytes were copied and their
         # pages touched twice (~0.15 s of a 200 MB dump, most of it page faults)
@@ -411,7 +428,7 @@ def _load_file(p: Path, rel: str, limits: LoadLimits) -> Iterable[BundleFile]:
     return _iter_tar(p, rel, limits) if kind == "tar" else _iter_zip(p, rel, limits)
 
 
-def _walk(root: Path) -> list[tuple[str, Path, bool]]:
+def _walk(root: Path) -> list[tuple[str, str, bool]]:
     """Every file and every symlink under ``root`` as (posix path relative to root, path, is a symlink), sorted
     by path components: what ``sorted(f for f in root.rglob("*") if f.is_file() or f.is_symlink())`` lists, from
     one ``scandir`` per folder whose entries know their own type (no stat per file, no Path per entry).
@@ -435,7 +452,7 @@ def _walk(root: Path) -> list[tuple[str, Path, bool]]:
 
     visit(str(root), "")
     found.sort(key=lambda t: t[0])
-    return [("/".join(parts), Path(path), link) for parts, path, link in found]
+    return [("/".join(parts), path, link) for parts, path, link in found]
 
 
 def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | None = None) -> list[BundleFile]:
@@ -449,7 +466,8 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
         if not p.exists():
             raise BundleError(f"no such file or folder: {raw}")
         if p.is_dir():
-            for rel, f, link in _walk(p):
+            for rel, name, link in _walk(p):
+                f = Path(name)
                 if link:
                     try:
                         f.resolve(strict=True).relative_to(p.resolve())
@@ -463,14 +481,56 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
             out.extend(_load_file(p, p.name, limits))
     if not out:
         raise BundleError("no readable file in the input: " + ", ".join(str(p) for p in paths))
-    out = _fold_sysfs(out)
-    out.sort(key=lambda b: b.path)
+    return _in_order(_fold_sysfs(out))
+
+
+def _in_order(files: list[BundleFile]) -> list[BundleFile]:
+    """``files`` sorted by path, a name given twice from different folders made distinguishable (``name#2``)."""
+    files.sort(key=lambda b: b.path)
     seen: dict[str, int] = {}
-    for b in out:  # the same file name given twice from different folders stays distinguishable
+    for b in files:
         n = seen.get(b.path, 0)
         seen[b.path] = n + 1
         if n:
             b.path = f"{b.path}#{n + 1}"
-    return out
+    return files
+
+
+def preview_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits) -> list[BundleFile] | None:
+    """What :func:`load_inputs` will return, as far as the list of files and the large ones go, without reading
+    the others: the same paths in the same order, each large (streamed) file as ``load_inputs`` gives it (its
+    head read, its stream source), every other one a placeholder without text. None when the list cannot be
+    known without reading the files: an archive by its name (its members), a captured sysfs tree (folded into one
+    file), a symlink, a path that does not exist. An archive known only by its magic bytes, or a file changed in
+    between, shows only in the list ``load_inputs`` then gives: compare the two."""
+    listed: list[tuple[str, str]] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            for rel, f, link in _walk(p):
+                if link:
+                    return None
+                if rel not in ("expect.yaml", "README.md"):
+                    listed.append((rel, f))
+        elif p.is_file():
+            listed.append((p.name, str(p)))
+        else:
+            return None
+    out: list[BundleFile] = []
+    for rel, f in listed:
+        if _archive_by_name(rel.rsplit("/", 1)[-1]) or _SYSFS.match(rel):
+            return None
+        try:
+            size = os.stat(f).st_size
+        except OSError:
+            size = 0
+        if size > limits.stream_bytes:
+            read = _read_file(Path(f), rel, limits)
+            if not isinstance(read, BundleFile):
+                return None  # an archive by its magic bytes
+            out.append(read)
+        else:
+            out.append(BundleFile(rel, None))
+    return _in_order(out) if out else None
 
 

@@ -16,11 +16,9 @@ Normalisation rules (documented here because other stages rely on them):
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TypeVar
 
 from diagnose.models.records import Record, clip
 
@@ -75,25 +73,6 @@ class ToolError(Record):
     message: str
 
 
-R = TypeVar("R", bound=Record)
-
-
-def positional_maker(cls: type[R]) -> Callable[..., R]:
-    """A constructor of the frozen, slotted record class ``cls`` that takes every field positionally, in field
-    order, and stores each value straight into its slot.
-
-    A frozen dataclass's own ``__init__`` steps around the class's blocking ``__setattr__`` with one
-    ``object.__setattr__`` call per field, after matching keywords: for the 20 fields of an :class:`IbPort` that
-    costs more than reading the port's block, and a 4,096-host bundle has 32,768 ports. The record made is the
-    same (same class, same slot values, so equal and hashed alike); only the way in differs. No default is
-    applied: every field is passed.
-    """
-    names = [f.name for f in dataclasses.fields(cls)]
-    scope: dict[str, object] = {"_new": object.__new__, "_cls": cls}
-    scope.update({f"_set_{name}": getattr(cls, name).__set__ for name in names})
-    body = "".join(f"    _set_{name}(rec, {name})\n" for name in names)
-    exec(f"def make({', '.join(names)}):\n    rec = _new(_cls)\n{body}    return rec\n", scope)
-    return scope["make"]  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------- normalisers

@@ -21,8 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._ib import positional_maker
+from diagnose.models.records import ParseResult, Record, clip, positional_maker
 
 FORMAT = "dmesg"
 STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk

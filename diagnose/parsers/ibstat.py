@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from diagnose.models.records import ParseResult, Record, clip
+from diagnose.models.records import ParseResult, Record, clip, positional_maker
 from diagnose.parsers._ib import (
     IbPort,
     iter_lines,
@@ -39,7 +39,6 @@ from diagnose.parsers._ib import (
     norm_link_layer,
     norm_phys_state,
     norm_state,
-    positional_maker,
     shell_line,
     to_int,
 )
