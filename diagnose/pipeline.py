@@ -676,6 +676,7 @@ class _ForkSecond:
         self.bulk = bulk
         self.claims = claims
         self.sent: dict[int, float] = {}  # small files sent, with their estimated cost
+        self.unanswered = 0  # how many of those the child has not reported yet
         self.done: dict[int, tuple[str, int] | None] = {}  # file -> (pickle, place in it); None: not parsed there
         self.loaded: dict[str, list[Evidence] | None] = {}
         self.eof = False
@@ -725,8 +726,9 @@ class _ForkSecond:
         for i in self.bulk:
             if files[i].stream is None or files[i].stream != self.files[i].stream or files[i].text is None:
                 return False
-        for i in self.bulk:
-            files[i].sniffed = self.files[i].sniffed
+        for bf, seen in zip(files, self.files, strict=True):  # the large files sniffed to choose the bulk ones
+            if seen.sniffed is not None and bf.stream is not None and bf.stream == seen.stream and bf.text == seen.text:
+                bf.sniffed = seen.sniffed
         self.files = files
         return True
 
@@ -761,8 +763,10 @@ class _ForkSecond:
     def idle(self) -> bool:
         """The child has nothing left to do (every bulk file taken, all it took reported)."""
         self._pump(block=False)
-        return not self.eof and not self.building and all(map(self.claims.owner, range(len(self.bulk)))) and \
-            self.mine() <= set(self.done)
+        if self.eof or self.building or self.unanswered:  # (asked after every small file: no set built here)
+            return False
+        owners = list(map(self.claims.owner, range(len(self.bulk))))
+        return all(owners) and all(self.bulk[k] in self.done for k, o in enumerate(owners) if o == 1)
 
     def send(self, batch: list[int], costs: list[float]) -> bool:
         """Hand the small files ``batch`` to the child (left in a pickle: it may not have read them itself)."""
@@ -776,6 +780,7 @@ class _ForkSecond:
             os.unlink(path)
             return False
         self.sent.update(zip(batch, costs, strict=True))
+        self.unanswered += len(batch)
         return True
 
     def result(self, i: int) -> Evidence | None:
@@ -852,6 +857,8 @@ class _ForkSecond:
                 self.building = path == "1"
                 continue
             for pos, i in enumerate(map(int, batch.split(","))):
+                if i in self.sent and i not in self.done:
+                    self.unanswered -= 1
                 self.done[i] = None if path == "-" else (path, pos)
 
     def close(self, kill: bool = False) -> None:

@@ -183,17 +183,18 @@ def read_capped(src: StreamSource, limits: LoadLimits) -> tuple[str, list[str]]:
     return _decode(data, limits, problems), problems
 
 
-def _host_hint(rel: PurePosixPath) -> str | None:
-    """A per-host folder (``node017/ibstat.out``) or file stem (``node017.dmesg``) names the host."""
-    for part in reversed(rel.parts[:-1]):
+_HOST_STEM = re.compile(r"^([A-Za-z][A-Za-z0-9\-]*\d)[_.](?:ibstat|ibstatus|dmesg|perfquery|ibv_devinfo|df|ulimit|env|lspci)")
+
+
+def _host_hint(rel: str) -> str | None:
+    """A per-host folder (``node017/ibstat.out``) or file stem (``node017.dmesg``) names the host (``rel``: a
+    bundle-relative posix path)."""
+    *folders, name = [p for p in rel.split("/") if p and p != "."] or [""]
+    for part in reversed(folders):
         if _HOSTLIKE.match(part) and not _NOT_HOSTS.match(part):
             return part
-    stem = rel.name.split(".")[0]
-    m = re.match(r"^([A-Za-z][A-Za-z0-9\-]*\d)[_.](?:ibstat|ibstatus|dmesg|perfquery|ibv_devinfo|df|ulimit|env|lspci)", rel.name)
-    if m:
-        return m.group(1)
-    del stem
-    return None
+    m = _HOST_STEM.match(name)
+    return m.group(1) if m else None
 
 
 _SYSFS = re.compile(
@@ -222,7 +223,7 @@ def _fold_sysfs(files: list[BundleFile]) -> list[BundleFile]:
             items, key=lambda t: (t[0], t[1])) if bf.text is not None]
         folded.update(id(bf) for _, _, bf in items)
         name = (root.rstrip("/") or "sysfs") + SYSFS_SUFFIX
-        out.append(BundleFile(name, "\n".join(lines) + "\n", [], _host_hint(PurePosixPath(root + "x"))))
+        out.append(BundleFile(name, "\n".join(lines) + "\n", [], _host_hint(root + "x")))
     return [bf for bf in files if id(bf) not in folded] + out
 
 
@@ -261,7 +262,7 @@ def _decode(data: bytes, limits: LoadLimits, problems: list[str]) -> str:
 
 def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | None = None) -> BundleFile:
     problems: list[str] = []
-    path = PurePosixPath(rel)
+    path = rel
     if data[:2] == b"\x1f\x8b" and not rel.endswith((".tar.gz", ".tgz")):
         try:
             data = gzip.decompress(data)
@@ -282,13 +283,13 @@ def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | Non
     return BundleFile(rel, text, problems, _host_hint(path))
 
 
-def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile | str:
+def _read_file(p: str | Path, rel: str, limits: LoadLimits) -> BundleFile | str:
     """One file on disk as a BundleFile, or the kind of archive it is by its magic bytes ("tar" / "zip"): the
     file is opened once either way."""
     try:
-        size = p.stat().st_size
+        size = os.stat(p).st_size
         if size > limits.stream_bytes:
-            with p.open("rb") as fh:
+            with open(p, "rb") as fh:
                 magic = fh.read(_MAGIC_BYTES)
             kind = _archive_magic(magic)
             if kind:
@@ -300,9 +301,9 @@ def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile | str:
             if _looks_binary(head[:8192]):
                 return _from_bytes(rel, head, limits)
             head = head[: head.rfind(b"\n") + 1] or head
-            return BundleFile(rel, _decode(head, limits, []), [], _host_hint(PurePosixPath(rel)),
-                              stream=StreamSource(p, gz, size))
-        with p.open("rb") as fh:
+            return BundleFile(rel, _decode(head, limits, []), [], _host_hint(rel),
+                              stream=StreamSource(Path(p), gz, size))
+        with open(p, "rb") as fh:
             if size > limits.max_file_bytes:
                 kind = _archive_magic(fh.read(_MAGIC_BYTES))
                 if kind:
@@ -318,7 +319,7 @@ def _read_file(p: Path, rel: str, limits: LoadLimits) -> BundleFile | str:
                 return _from_bytes(rel, head + tail, limits, total_size=size)
             data = fh.read()
     except OSError as exc:
-        return BundleFile(rel, None, [f"unreadable: {exc.strerror or exc}"], _host_hint(PurePosixPath(rel)))
+        return BundleFile(rel, None, [f"unreadable: {exc.strerror or exc}"], _host_hint(rel))
     return _archive_magic(data[:_MAGIC_BYTES]) or _from_bytes(rel, data, limits)
 
 
@@ -329,7 +330,7 @@ def _safe_member(name: str) -> str | None:
     return str(p)
 
 
-def _iter_tar(path: Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFile]:
+def _iter_tar(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFile]:
     total = 0
     try:
         with tarfile.open(path, "r:*") as tf:
@@ -368,7 +369,7 @@ def _iter_tar(path: Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFil
         yield BundleFile(prefix, None, [f"archive could not be read completely: {exc}"])
 
 
-def _iter_zip(path: Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFile]:
+def _iter_zip(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFile]:
     total = 0
     try:
         with zipfile.ZipFile(path) as zf:
@@ -417,9 +418,9 @@ def _archive_magic(magic: bytes) -> str | None:
     return None
 
 
-def _load_file(p: Path, rel: str, limits: LoadLimits) -> Iterable[BundleFile]:
+def _load_file(p: str | Path, rel: str, limits: LoadLimits) -> Iterable[BundleFile]:
     """A file of the input: the members of an archive (known by its name or its magic bytes), else the file."""
-    kind = _archive_by_name(p.name)
+    kind = _archive_by_name(os.path.basename(p))
     if kind is None:
         read = _read_file(p, rel, limits)
         if isinstance(read, BundleFile):
@@ -467,16 +468,15 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
             raise BundleError(f"no such file or folder: {raw}")
         if p.is_dir():
             for rel, name, link in _walk(p):
-                f = Path(name)
                 if link:
                     try:
-                        f.resolve(strict=True).relative_to(p.resolve())
+                        Path(name).resolve(strict=True).relative_to(p.resolve())
                     except (ValueError, OSError):
                         out.append(BundleFile(rel, None, ["symlink pointing outside the bundle, not followed"]))
                         continue
                 if rel in ("expect.yaml", "README.md"):
                     continue  # fixture metadata, not evidence
-                out.extend(_load_file(f, rel, limits))
+                out.extend(_load_file(name, rel, limits))
         else:
             out.extend(_load_file(p, p.name, limits))
     if not out:
