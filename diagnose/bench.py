@@ -502,6 +502,8 @@ class ScaleRow:
     rss_bound_mib: float  # the triage's own peak RSS plus its children's private memory (an upper bound)
     top_cause: str
     located: bool
+    wall_runs: list[float] = field(default_factory=list)  # every timed triage (wall_s is their median)
+    floor_runs: list[float] = field(default_factory=list)  # every floor measured (floor_s is their median)
 
 
 _FLOOR_CHILD = """
@@ -577,7 +579,7 @@ def peak_tree_pss(cmd: list[str], every: float = SAMPLE_S) -> tuple[float, str]:
 
 
 def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0,
-                workdir: Path | None = None) -> list[ScaleRow]:
+                workdir: Path | None = None, repeat: int = 1) -> list[ScaleRow]:
     """Triage wall time, peak memory and the ratio to the parse floor on simulated fabrics.
 
     Each bundle is the issue's scale case: a rail-optimized fat tree with 8 GPUs and 8 HCAs per host, two
@@ -588,9 +590,13 @@ def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0,
     just before it (which also leaves the bundle in the page cache for the triage, as the simulator did). The peak memory comes from a second run of the same triage, whose processes' PSS is read
     every ``SAMPLE_S`` seconds (the triage forks children that share most of its pages; their summed RSS would
     count those pages twice); the timed run is not sampled.
+
+    ``repeat``: the floor and the timed triage are measured that many times, alternately (a virtual machine's
+    speed drifts from one run to the next); the row gives their medians and keeps every run.
     """
     import json
     import shutil
+    import statistics
     import subprocess
     import sys
     import tempfile
@@ -611,17 +617,23 @@ def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0,
                 import gzip
                 with (gzip.open(p, "rb") if p.suffix == ".gz" else p.open("rb")) as fh:
                     ports = sum(chunk.count(b"\n# Port") for chunk in iter(lambda: fh.read(1 << 24), b""))  # noqa: B023
-            floor = json.loads(subprocess.run([sys.executable, "-c", _FLOOR_CHILD, str(d)], check=True,
-                                              capture_output=True, text=True).stdout.strip().splitlines()[-1])["floor"]
-            child = [sys.executable, "-c", _TRIAGE_CHILD, str(d), repr(floor)]
-            out = subprocess.run(child, check=True, capture_output=True, text=True)  # timed without the sampler
-            m = json.loads(out.stdout.strip().splitlines()[-1])
+            floors: list[float] = []
+            walls: list[float] = []
+            for _ in range(max(1, repeat)):
+                floors.append(json.loads(subprocess.run(
+                    [sys.executable, "-c", _FLOOR_CHILD, str(d)], check=True, capture_output=True,
+                    text=True).stdout.strip().splitlines()[-1])["floor"])
+                child = [sys.executable, "-c", _TRIAGE_CHILD, str(d), repr(floors[-1])]
+                out = subprocess.run(child, check=True, capture_output=True, text=True)  # timed without the sampler
+                m = json.loads(out.stdout.strip().splitlines()[-1])
+                walls.append(m["wall"])
             pss, _ = peak_tree_pss(child)  # the same triage again, for its memory
             where = str(m["where"])
             host_dev = where.split(" ")[0]  # e.g. gpu-a003/mlx5_2
             located = bool(host_dev) and all(part in truth for part in host_dev.split("/"))
             rows.append(ScaleRow(n, n * 8, len(files), sum(p.stat().st_size for p in files) / 1048576, ports,
-                                 m["wall"], m["floor"], pss or m["rss"], m["rss"], str(m["top"]), located))
+                                 statistics.median(walls), statistics.median(floors), pss or m["rss"], m["rss"],
+                                 str(m["top"]), located, walls, floors))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return rows
@@ -638,6 +650,11 @@ def scale_table(rows: list[ScaleRow]) -> str:
         a, b = rows[-2], rows[-1]
         lines.append(f"growth {a.hosts}->{b.hosts} hosts: x{b.wall_s / max(a.wall_s, 1e-9):.2f} time "
                      f"for x{b.hosts / a.hosts:.0f} hosts")
+    for r in rows:
+        if len(r.wall_runs) > 1:
+            lines.append(f"{r.hosts} hosts, medians of {len(r.wall_runs)} runs: triage "
+                         f"{min(r.wall_runs):.1f}-{max(r.wall_runs):.1f} s, floor {min(r.floor_runs):.1f}-"
+                         f"{max(r.floor_runs):.1f} s")
     return "\n".join(lines)
 
 

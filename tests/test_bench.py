@@ -112,3 +112,14 @@ def test_scale_bench_row_measures_a_real_triage(tmp_path) -> None:
     assert row.top_cause == "link.bad_cable" and row.located
     assert "link.bad_cable (yes)" in scale_table([row])
     assert not any(tmp_path.iterdir())  # the bundles are removed
+
+
+def test_scale_bench_repeats_give_medians_and_keep_every_run(tmp_path) -> None:
+    import statistics
+
+    from diagnose.bench import bench_scale, scale_table
+
+    (row,) = bench_scale((16,), seed=3, workdir=tmp_path, repeat=3)
+    assert len(row.wall_runs) == len(row.floor_runs) == 3 and all(w > 0 for w in row.wall_runs)
+    assert row.wall_s == statistics.median(row.wall_runs) and row.floor_s == statistics.median(row.floor_runs)
+    assert "16 hosts, medians of 3 runs: triage" in scale_table([row])

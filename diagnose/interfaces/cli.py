@@ -380,6 +380,7 @@ def bench_scale_cmd(
     seed: Annotated[int, typer.Option(help="Simulator seed.")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON (for docs/render_scale_svg.py).")] = None,
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Where the simulated bundles are written (removed after).")] = None,
+    repeat: Annotated[int, typer.Option(help="Time the floor and the triage this many times each; medians shown.")] = 1,
 ) -> None:
     """Triage wall time, peak memory and ratio to the parse floor on simulated fabrics."""
     import dataclasses
@@ -388,10 +389,11 @@ def bench_scale_cmd(
     from diagnose.bench import bench_scale, scale_table
 
     with err.status("simulating fabrics and triaging them"):
-        rows = bench_scale(tuple(hosts), seed=seed, workdir=workdir)
+        rows = bench_scale(tuple(hosts), seed=seed, workdir=workdir, repeat=repeat)
     typer.echo(scale_table(rows))
     if json_out is not None:
-        json_out.write_text(json.dumps({"command": "diagnose bench scale " + " ".join(f"--hosts {h}" for h in hosts),
+        json_out.write_text(json.dumps({"command": "diagnose bench scale " + " ".join(f"--hosts {h}" for h in hosts)
+                                        + (f" --repeat {repeat}" if repeat > 1 else ""),
                                         "rows": [dataclasses.asdict(r) for r in rows]}, indent=1) + "\n")
 
 
