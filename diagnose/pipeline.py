@@ -656,14 +656,16 @@ def _bulk_cost(bf: BundleFile) -> float:
 
 
 class _ForkSecond:
-    """A forked child that parses files of the bundle it inherited, by index, leaving each file's Evidence in a
-    pickle in the spill folder and reporting ``index path`` lines on a pipe (``index -`` when it could not).
+    """A forked child that parses files of the bundle by index (in the list it was forked with: the bundle as
+    listed, its large files' heads read, see :meth:`adopt`), leaving each file's Evidence in a pickle in the spill
+    folder and reporting ``index path`` lines on a pipe (``index -`` when it could not).
 
     The large files (``bulk``, most expensive first) are claimed one at a time through a shared byte per file: the
     child takes them from the front; this process takes one from the back when the cost estimates say the child
-    would still be busy after it (:meth:`behind`), and whatever is left once it has nothing else to do. Batches of small files are sent on a second pipe when the child is idle.
-    Nothing is copied to the child (the bundle's texts are already in its memory) and it starts in milliseconds,
-    where a fork server first imports the pipeline (~1.5 s measured at 4,096 hosts while this process parses)."""
+    would still be busy after it (:meth:`behind`), and whatever is left once it has nothing else to do. Batches of
+    small files are sent, pickled, when the child is idle (it was forked before they were read). It inherits every
+    module already imported and starts in milliseconds, where a fork server first imports the pipeline (~1.5 s
+    measured at 4,096 hosts while this process parses)."""
 
     def __init__(self, pid: int, jobs: int, results: int, files: list[BundleFile], bulk: list[int], claims: _Claims,
                  costs: dict[int, float], own_fabric: bool, where: str) -> None:

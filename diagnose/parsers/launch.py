@@ -618,6 +618,9 @@ _LAUNCH_START_RE = re.compile(
 )
 
 
+_LAUNCHER = re.compile(r"mpirun|mpiexec|orterun|prterun|srun|sbatch|salloc|torchrun|python")  # _LAUNCH_START_RE's
+
+
 def _launch_specs_for_line(lg: _Logical, vars_: _Vars, problems: list[str]) -> tuple[list[_Spec], str | None]:
     where = f"line {lg.line}"
     for host, cmd in _command_candidates(lg.text):
@@ -632,7 +635,7 @@ def _launch_specs_for_line(lg: _Logical, vars_: _Vars, problems: list[str]) -> t
 def _record_assignment(lg: _Logical, vars_: _Vars) -> list[str] | None:
     """Store ``NAME=value`` / ``export NAME=value`` lines; return the raw values assigned (None if not one)."""
     s = lg.text.strip()
-    if not s or s.startswith("#"):
+    if not s or s.startswith("#") or "=" not in s:  # (every token must be NAME=value: no '=', no assignment)
         return None
     toks = _tokenize(s)
     if toks and toks[0] in ("export", "local", "readonly", "declare", "typeset"):
@@ -719,6 +722,7 @@ def sniff(head: str) -> int:
         vars_ = _Vars()
         sink: list[str] = []
         logical = _logical_lines(head)
+        launchers = _LAUNCHER.search(head) is not None
         for lg in logical[:20000]:
             m = _SBATCH_RE.match(lg.text)
             if m:
@@ -729,8 +733,9 @@ def sniff(head: str) -> int:
             if values is not None:
                 launch += sum(1 for v in values if _has_launcher_text(v) and _analyze(_tokenize(v), vars_, sink, ""))
                 continue
-            if not any(_LAUNCH_START_RE.match(c) for _h, c in _command_candidates(lg.text)):
-                continue
+            if not (launchers and _LAUNCHER.search(lg.text)) or \
+                    not any(_LAUNCH_START_RE.match(c) for _h, c in _command_candidates(lg.text)):
+                continue  # (a command _LAUNCH_START_RE takes names one of them: a line without any is none)
             specs, _host = _launch_specs_for_line(lg, vars_, sink)
             if specs:
                 launch += 1
