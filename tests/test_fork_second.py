@@ -433,3 +433,53 @@ def test_frames_the_child_builds_early_are_used_only_if_this_process_has_no_rows
     if counter_rows_here:
         assert any(f.path.endswith("pq.out") and f.format == "perfquery" for f in forked.files)
     assert _reaped(children)
+
+
+def test_a_dump_truncated_while_the_child_maps_it_kills_the_child_not_the_triage(
+        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+    """The child maps the dumps it parses; a dump cut short under the map (a capture rewritten meanwhile) kills it
+    with SIGBUS. This process then parses what the file holds by reading it, and the run goes on."""
+    import gzip
+
+    bundle = _bundle(tmp_path, 4)
+    for packed in sorted((bundle / "fabric").glob("perfquery_*.txt.gz")):  # plain files: those are mapped
+        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
+        packed.unlink()
+    untouched = pipeline.gather([bundle], limits=SERIAL)
+    dump = bundle / "fabric/perfquery_2.txt"
+    parent = os.getpid()
+    real_bulk, real_here = pipeline._run_bulk, pipeline._parse_here
+    here: list[str] = []
+
+    loaded = tmp_path / "loaded"
+    real_load = pipeline.load_inputs
+
+    def load(*a: Any, **k: Any) -> Any:  # (only this process loads: the child was forked before)
+        got = real_load(*a, **k)
+        loaded.touch()
+        return got
+
+    def cut_first(mod: Any, data: Any, bf: Any, *a: Any) -> Any:
+        if os.getpid() != parent and bf.path == "fabric/perfquery_2.txt":
+            while not loaded.exists():  # once this process has read the bundle (else it reads the cut file)
+                time.sleep(0.01)
+            dump.write_bytes(dump.read_bytes()[:4096])  # truncated in place: the pages past 4 KiB leave the map
+        return real_bulk(mod, data, bf, *a)
+
+    def spy_here(bf: Any, *a: Any) -> Any:
+        here.append(bf.path)
+        return real_here(bf, *a)
+
+    monkeypatch.setattr(pipeline, "load_inputs", load)
+    monkeypatch.setattr(pipeline, "_run_bulk", cut_first)
+    monkeypatch.setattr(pipeline, "_parse_here", spy_here)
+    monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)  # the dumps are the child's
+    forked = pipeline.gather([bundle], limits=FORKED)
+    assert dump.stat().st_size == 4096
+    assert "fabric/perfquery_2.txt" in here  # the child died on it: parsed again here, from what is left
+    entry = next(f for f in forked.files if f.path == "fabric/perfquery_2.txt")
+    assert entry.format == "perfquery" and 0 < entry.records < next(
+        f.records for f in untouched.files if f.path == entry.path)
+    assert [f for f in forked.files if f.path != entry.path] == [f for f in untouched.files if f.path != entry.path]
+    assert _reaped(children)
+    assert list(spill_root.iterdir()) == []
