@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from diagnose import forked as forking
 from diagnose import pipeline
 from diagnose.bundle import LoadLimits
 from diagnose.models.records import ColumnBatch
@@ -62,7 +63,7 @@ def spill_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork_allowed: No
 def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The pids of the children forked to parse (each must be reaped by the time gather returns)."""
     pids: list[int] = []
-    real = pipeline._ForkSecond.start.__func__  # type: ignore[attr-defined]
+    real = forking._ForkSecond.start.__func__  # type: ignore[attr-defined]
 
     def start(cls: type, *a: Any, **k: Any) -> Any:
         got = real(cls, *a, **k)
@@ -70,7 +71,7 @@ def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             pids.append(got.pid)
         return got
 
-    monkeypatch.setattr(pipeline._ForkSecond, "start", classmethod(start))
+    monkeypatch.setattr(forking._ForkSecond, "start", classmethod(start))
     return pids
 
 
@@ -85,7 +86,7 @@ def _reaped(pids: list[int]) -> bool:
     return bool(pids)
 
 
-def _child_first(self: pipeline._ForkSecond) -> None:
+def _child_first(self: forking._ForkSecond) -> None:
     """A stand-in for ``_ForkSecond.claim``: this process takes no large file, and waits until the child has one."""
     while not self.eof and not any(self.claims.owner(k) == 1 for k in range(len(self.bulk))):
         time.sleep(0.01)
@@ -96,9 +97,9 @@ def _handing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Small files handed to the child four at a time, while this process is slowed on its own (so that the idle
     child gets some) and takes no large file: the files handed, as they are."""
     sent: list[int] = []
-    real_send, real_here = pipeline._ForkSecond.send, pipeline._parse_here
+    real_send, real_here = forking._ForkSecond.send, pipeline._parse_here
 
-    def spy(self: pipeline._ForkSecond, batch: list[int], costs: list[float]) -> bool:
+    def spy(self: forking._ForkSecond, batch: list[int], costs: list[float]) -> bool:
         sent.extend(batch)
         return real_send(self, batch, costs)
 
@@ -108,8 +109,8 @@ def _handing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return real_here(bf, *a)
 
     monkeypatch.setattr(pipeline, "_HAND_OVER", 4)
-    monkeypatch.setattr(pipeline._ForkSecond, "send", spy)
-    monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)
+    monkeypatch.setattr(forking._ForkSecond, "send", spy)
+    monkeypatch.setattr(forking._ForkSecond, "claim", _child_first)
     monkeypatch.setattr(pipeline, "_parse_here", slow_here)
     return sent
 
@@ -132,7 +133,7 @@ def test_a_child_that_dies_at_once_loses_nothing(tmp_path: Path, spill_root: Pat
                                                  monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
     bundle = _bundle(tmp_path, 6)
     serial = pipeline.gather([bundle], limits=SERIAL)
-    monkeypatch.setattr(pipeline, "_serve", lambda *a: os._exit(7))
+    monkeypatch.setattr(forking, "_serve", lambda *a: os._exit(7))
     forked = pipeline.gather([bundle], limits=FORKED)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib == 0  # all of it was parsed here
@@ -156,7 +157,7 @@ def test_a_child_that_dies_midway_loses_nothing(tmp_path: Path, spill_root: Path
         real(bf, *a, **k)
 
     monkeypatch.setattr(pipeline, "_parse_file", dies_on_its_second_file)
-    monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)  # the large files are the child's
+    monkeypatch.setattr(forking._ForkSecond, "claim", _child_first)  # the large files are the child's
     forked = pipeline.gather([bundle], limits=FORKED)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # its first file did come back
@@ -184,9 +185,9 @@ def test_this_process_takes_the_large_files_a_slow_child_has_not_started(tmp_pat
     bundle = _bundle(tmp_path, 6)
     serial = pipeline.gather([bundle], limits=SERIAL)
     taken: list[int] = []
-    real_claim, real_serve = pipeline._ForkSecond.claim, pipeline._serve
+    real_claim, real_serve = forking._ForkSecond.claim, forking._serve
 
-    def claim(self: pipeline._ForkSecond) -> int | None:
+    def claim(self: forking._ForkSecond) -> int | None:
         got = real_claim(self)
         if got is not None:
             taken.append(got)
@@ -196,8 +197,8 @@ def test_this_process_takes_the_large_files_a_slow_child_has_not_started(tmp_pat
         time.sleep(2.0)  # this process is done with its own files long before
         real_serve(*a)
 
-    monkeypatch.setattr(pipeline._ForkSecond, "claim", claim)
-    monkeypatch.setattr(pipeline, "_serve", slow)
+    monkeypatch.setattr(forking._ForkSecond, "claim", claim)
+    monkeypatch.setattr(forking, "_serve", slow)
     forked = pipeline.gather([bundle], limits=FORKED)
     assert len(taken) == 3  # both dumps and the topology
     assert _result(forked) == _result(serial)
@@ -223,14 +224,14 @@ def _findings(ev: pipeline.Evidence) -> tuple[Any, ...]:
 def answered(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether the child gave the fabric extractors' findings, each time they were asked for."""
     seen: list[bool] = []
-    real = pipeline._ForkSecond.lane_result
+    real = forking._ForkSecond.lane_result
 
-    def spy(self: pipeline._ForkSecond) -> Any:
+    def spy(self: forking._ForkSecond) -> Any:
         got = real(self)
         seen.append(got is not None)
         return got
 
-    monkeypatch.setattr(pipeline._ForkSecond, "lane_result", spy)
+    monkeypatch.setattr(forking._ForkSecond, "lane_result", spy)
     return seen
 
 
@@ -266,7 +267,7 @@ def test_a_child_that_cannot_run_the_fabric_extractors_loses_nothing(tmp_path: P
         raise RuntimeError("no frames")
 
     if how == "dies":
-        monkeypatch.setattr(pipeline, "_serve_lane", dies)
+        monkeypatch.setattr(forking, "_serve_lane", dies)
     else:
         monkeypatch.setattr(pipeline, "build_frames", _fails_in_child(pipeline.build_frames))
     forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
@@ -292,8 +293,8 @@ def test_fabric_rows_that_change_after_the_child_built_its_frames_are_not_lost(
     again here after a lost result), the child refuses and the fabric extractors run here on everything."""
     bundle = _bundle(tmp_path, 6)
     serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
-    real = pipeline._ForkSecond.parsed
-    monkeypatch.setattr(pipeline._ForkSecond, "parsed", lambda self, tables: real(self, {"FabricPortState"}))
+    real = forking._ForkSecond.parsed
+    monkeypatch.setattr(forking._ForkSecond, "parsed", lambda self, tables: real(self, {"FabricPortState"}))
     forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
     assert answered == [False]  # the child said no
     assert _findings(forked) == _findings(serial)
@@ -319,13 +320,13 @@ def test_an_error_here_stops_the_child_and_leaves_nothing(tmp_path: Path, spill_
 def forked_with(monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
     """The files each child was forked with (copied when forked)."""
     got: list[list[Any]] = []
-    real = pipeline._ForkSecond.start.__func__  # type: ignore[attr-defined]
+    real = forking._ForkSecond.start.__func__  # type: ignore[attr-defined]
 
     def start(cls: type, files: list[Any], *a: Any, **k: Any) -> Any:
         got.append([(bf.path, bf.text is not None, bf.stream is not None) for bf in files])
         return real(cls, files, *a, **k)
 
-    monkeypatch.setattr(pipeline._ForkSecond, "start", classmethod(start))
+    monkeypatch.setattr(forking._ForkSecond, "start", classmethod(start))
     return got
 
 
@@ -395,14 +396,14 @@ def early_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A file where the child notes each build of its fabric frames: 'early' (before this process said which
     fabric tables it has rows of) or 'told'."""
     notes = tmp_path / "builds"
-    real = pipeline._Ready.build.__func__  # type: ignore[attr-defined]
+    real = forking._Ready.build.__func__  # type: ignore[attr-defined]
 
     def build(cls: type, kept: Any, theirs: Any, prune: bool = True) -> Any:
         with notes.open("a") as fh:
             fh.write(("told" if prune else "early") + "\n")
         return real(cls, kept, theirs, prune)
 
-    monkeypatch.setattr(pipeline._Ready, "build", classmethod(build))
+    monkeypatch.setattr(forking._Ready, "build", classmethod(build))
     return notes
 
 
@@ -423,7 +424,7 @@ def test_frames_the_child_builds_early_are_used_only_if_this_process_has_no_rows
             time.sleep(0.01)
         return real_here(bf, *a)
 
-    monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)
+    monkeypatch.setattr(forking._ForkSecond, "claim", _child_first)
     monkeypatch.setattr(pipeline, "_parse_here", slow_here)
     monkeypatch.setattr(pipeline, "_HAND_OVER", 10_000)  # no small files for the child: it stays idle
     forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
@@ -473,7 +474,7 @@ def test_a_dump_truncated_while_the_child_maps_it_kills_the_child_not_the_triage
     monkeypatch.setattr(pipeline, "load_inputs", load)
     monkeypatch.setattr(pipeline, "_run_bulk", cut_first)
     monkeypatch.setattr(pipeline, "_parse_here", spy_here)
-    monkeypatch.setattr(pipeline._ForkSecond, "claim", _child_first)  # the dumps are the child's
+    monkeypatch.setattr(forking._ForkSecond, "claim", _child_first)  # the dumps are the child's
     forked = pipeline.gather([bundle], limits=FORKED)
     assert dump.stat().st_size == 4096
     assert "fabric/perfquery_2.txt" in here  # the child died on it: parsed again here, from what is left
