@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from diagnose.evidence.frames import _fields, build_frames
-from diagnose.models.records import ColumnBatch, LineIndex
+from diagnose.evidence.frames import build_frames
+from diagnose.models.records import ColumnBatch, LineIndex, field_names
 from diagnose.parsers._fabric import FabricLink, FabricNode
 from diagnose.pipeline import gather
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _from_records(records: list) -> pd.DataFrame:  # type: ignore[type-arg]
-    cols = _fields(type(records[0]))
+    cols = field_names(type(records[0]))
     return pd.DataFrame.from_records(list(map(operator.attrgetter(*cols), records)), columns=list(cols))
 
 
@@ -100,4 +100,4 @@ def test_bulk_batches_are_the_concatenation_of_their_frames() -> None:
 
 
 def test_record_fields_cover_every_column() -> None:
-    assert _fields(FabricLink) == tuple(f.name for f in dataclasses.fields(FabricLink))
+    assert field_names(FabricLink) == tuple(f.name for f in dataclasses.fields(FabricLink))

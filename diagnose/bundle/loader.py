@@ -117,8 +117,8 @@ def read_whole(src: StreamSource, limits: LoadLimits, mapped: bool = False) -> b
     """All of a large file's bytes, for the columnar parsers of bulk dumps (a counter block must stay with its
     header, so they are not cut into chunks); None when the file is larger than ``max_bulk_bytes``.
 
-    ``mapped``: a plain file is mapped instead of read (its pages are the page cache's: no copy, a tenth of the
-    page faults, ~0.15 s of a 200 MB dump). Only for a process that may die: a file truncated while mapped kills
+    ``mapped``: a plain file is mapped instead of read (its pages are the page cache's: no copy, half the page
+    faults, ~0.15 s of a 200 MB dump). Only for a process that may die: a file truncated while mapped kills
     the process that reads it (SIGBUS), so only the forked parse child maps, and its files are parsed again here
     if it dies. Close the map when done (or drop it)."""
     if not src.gz and src.size > limits.max_bulk_bytes:
@@ -262,25 +262,24 @@ def _decode(data: bytes, limits: LoadLimits, problems: list[str]) -> str:
 
 def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | None = None) -> BundleFile:
     problems: list[str] = []
-    path = rel
     if data[:2] == b"\x1f\x8b" and not rel.endswith((".tar.gz", ".tgz")):
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError) as exc:
-            return BundleFile(rel, None, [f"truncated or corrupt gzip ({exc})"], _host_hint(path))
+            return BundleFile(rel, None, [f"truncated or corrupt gzip ({exc})"], _host_hint(rel))
         if len(data) > limits.max_file_bytes:
             total_size = len(data)
             half = limits.max_file_bytes // 2
             data = data[:half] + b"\n" + data[-half:]
     if _looks_binary(data[:8192]):
-        return BundleFile(rel, None, ["binary file, not read"], _host_hint(path), data=data)
+        return BundleFile(rel, None, ["binary file, not read"], _host_hint(rel), data=data)
     text = _decode(data, limits, problems)
     if total_size is not None and total_size > limits.max_file_bytes:
         mib = limits.max_file_bytes // (2 * 1024 * 1024)
         problems.append(
             f"file is {total_size / 1048576:.0f} MiB: only the first and last {mib} MiB were read"
         )
-    return BundleFile(rel, text, problems, _host_hint(path))
+    return BundleFile(rel, text, problems, _host_hint(rel))
 
 
 def _read_file(p: str | Path, rel: str, limits: LoadLimits) -> BundleFile | str:

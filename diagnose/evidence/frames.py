@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import operator
 from collections import defaultdict
@@ -15,17 +14,7 @@ try:  # what DataFrame.from_records converts each object column with (private: a
 except ImportError:  # pragma: no cover - depends on the pandas version
     convert_object_array = None
 
-from diagnose.models.records import ColumnBatch, Record
-
-_FIELD_CACHE: dict[type, tuple[str, ...]] = {}
-
-
-def _fields(cls: type) -> tuple[str, ...]:
-    f = _FIELD_CACHE.get(cls)
-    if f is None:
-        f = tuple(x.name for x in dataclasses.fields(cls))
-        _FIELD_CACHE[cls] = f
-    return f
+from diagnose.models.records import ColumnBatch, Record, field_names
 
 
 def build_frames(records: list[Record]) -> dict[str, pd.DataFrame]:
@@ -58,7 +47,7 @@ def _records_frame(cls: type, records: list[Record]) -> pd.DataFrame:
     dtypes are the same. Nothing is consolidated: the frames are read column by column."""
     n = len(records)
     columns = {f: _converted(np.fromiter(map(operator.attrgetter(f), records), dtype=object, count=n))
-               for f in _fields(cls)}
+               for f in field_names(cls)}
     return pd.DataFrame(columns, copy=False)
 
 

@@ -37,7 +37,7 @@ class Record:
         ``dataclasses.fields`` call and a keyed ``setattr`` loop per record), which cost this process as much
         time as parsing the files itself."""
         cls = type(self)
-        return _remake, (cls, tuple(map(self.__getattribute__, _field_names(cls))))
+        return _remake, (cls, tuple(map(self.__getattribute__, field_names(cls))))
 
 
 R = TypeVar("R", bound=Record)
@@ -45,7 +45,8 @@ _NAMES: dict[type, tuple[str, ...]] = {}
 _MAKERS: dict[type, Callable[..., Any]] = {}
 
 
-def _field_names(cls: type) -> tuple[str, ...]:
+def field_names(cls: type) -> tuple[str, ...]:
+    """The names of a record class's fields, in order (worked out once per class)."""
     names = _NAMES.get(cls)
     if names is None:
         names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
@@ -69,7 +70,7 @@ def positional_maker(cls: type[R]) -> Callable[..., R]:
     same (same class, same slot values, so equal and hashed alike); only the way in differs. No default is
     applied: every field is passed.
     """
-    names = _field_names(cls)
+    names = field_names(cls)
     scope: dict[str, object] = {"_new": object.__new__, "_cls": cls}
     scope.update({f"_set_{name}": getattr(cls, name).__set__ for name in names})
     body = "".join(f"    _set_{name}(rec, {name})\n" for name in names)
