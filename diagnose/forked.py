@@ -68,7 +68,8 @@ class _ForkSecond:
     @classmethod
     def start(cls, files: list[BundleFile], limits: LoadLimits, spill: _pl._SpillDir, own_fabric: bool = False
               ) -> _ForkSecond | None:
-        """Fork the child. Both processes then work out the bulk files (:func:`_plan`) on their own."""
+        """Fork the child on ``files``, its bulk files planned (:func:`_plan`) here first, so that it inherits the
+        plan and the sniffed formats."""
         where = spill.get()
         if where is None:
             return None
@@ -353,7 +354,7 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
         when the child parsed every bulk file, as at scale); told otherwise, it builds them again. Meanwhile it is
         not idle: no small files are handed to it (``spec 1`` / ``spec 0``)."""
         nonlocal early
-        if ready is not None or told:
+        if told:
             return  # this process has said which tables it has: built then
         os.write(results_fd, b"spec 1\n")
         early = _Ready.build(kept, frozenset(), prune=False)
@@ -366,7 +367,7 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
         elif line.startswith(b"parsed"):
             told = True
             theirs = frozenset(t.decode() for t in line.split()[1:])
-            ready = early.told(kept, theirs) if early is not None and early.fits(theirs) else\
+            ready = early.told(kept, theirs) if early is not None and early.fits(theirs) else \
                 _Ready.build(kept, theirs)
             early = None
         elif line.startswith(b"take "):

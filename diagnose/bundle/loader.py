@@ -455,6 +455,9 @@ def _walk(root: Path) -> list[tuple[str, str, bool]]:
     return [("/".join(parts), path, link) for parts, path, link in found]
 
 
+_NOT_EVIDENCE = ("expect.yaml", "README.md")  # a fixture bundle's own metadata, at its top
+
+
 def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | None = None) -> list[BundleFile]:
     """Load every input into BundleFiles, sorted by path (deterministic)."""
     limits = limits or LoadLimits()
@@ -473,8 +476,8 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
                     except (ValueError, OSError):
                         out.append(BundleFile(rel, None, ["symlink pointing outside the bundle, not followed"]))
                         continue
-                if rel in ("expect.yaml", "README.md"):
-                    continue  # fixture metadata, not evidence
+                if rel in _NOT_EVIDENCE:
+                    continue
                 out.extend(_load_file(name, rel, limits))
         else:
             out.extend(_load_file(p, p.name, limits))
@@ -509,7 +512,7 @@ def preview_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits) 
             for rel, f, link in _walk(p):
                 if link:
                     return None
-                if rel not in ("expect.yaml", "README.md"):
+                if rel not in _NOT_EVIDENCE:
                     listed.append((rel, f))
         elif p.is_file():
             listed.append((p.name, str(p)))
