@@ -486,6 +486,7 @@ def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results
         if ready.counters is not None:
             ctx._counters = ready.counters
         gc.freeze()
+        gc.enable()  # (paused since the fork, as this process's parent pauses it while parsing)
         out = _pl._run_some(ctx, [(n, f) for n, f in _pl.all_extractors() if n in FABRIC_LANE])
         path = _pl._leave((out, _pl._private_mib()), where)
     except Exception:  # noqa: BLE001 - this process then runs them on what it parses again

@@ -212,3 +212,18 @@ def test_a_mapped_dump_parses_as_the_same_bytes_read(tmp_path: Path) -> None:
         mapped.close()
     assert read_whole(StreamSource(tmp_path / "plain.txt", False, 10), LoadLimits(max_bulk_bytes=100),
                       mapped=True) is None  # grown past the limit since it was listed
+
+
+def test_listing_a_folder_leaves_no_garbage_for_the_collector(tmp_path: Path) -> None:
+    """The listing's objects are freed as soon as it returns (by reference counts): gather pauses the cyclic
+    collector while it loads, so a cycle left here would hold them until the end of the run."""
+    import gc
+
+    from diagnose.bundle.loader import _walk
+
+    for i in range(3):
+        (tmp_path / f"h{i}").mkdir()
+        (tmp_path / f"h{i}" / "ibstat.txt").write_text("x\n")
+    gc.collect()
+    assert [rel for rel, _, _ in _walk(tmp_path)] == ["h0/ibstat.txt", "h1/ibstat.txt", "h2/ibstat.txt"]
+    assert gc.collect() == 0

@@ -3,6 +3,7 @@ fails to do, the evidence is what one process alone gives, and nothing of it is 
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -15,7 +16,7 @@ import pytest
 
 from diagnose import forked as forking
 from diagnose import pipeline
-from diagnose.bundle import LoadLimits
+from diagnose.bundle import BundleError, LoadLimits
 from diagnose.models.records import ColumnBatch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -484,3 +485,57 @@ def test_a_dump_truncated_while_the_child_maps_it_kills_the_child_not_the_triage
     assert [f for f in forked.files if f.path != entry.path] == [f for f in untouched.files if f.path != entry.path]
     assert _reaped(children)
     assert list(spill_root.iterdir()) == []
+
+
+def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_extractors(
+        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+    """gather pauses the cyclic collector from loading to the frozen frames, in this process and in the child it
+    forks (which inherits the pause), and each runs its extractors with it on again; it is on after the run."""
+    seen = tmp_path / "seen"
+    real_parse, real_run = pipeline._parse_file, pipeline._run_some
+
+    def note(what: str) -> None:
+        with open(seen, "a") as fh:
+            fh.write(f"{what} {os.getpid()} {gc.isenabled()}\n")
+
+    def parse(*a: Any, **k: Any) -> Any:
+        note("parse")
+        return real_parse(*a, **k)
+
+    def run(*a: Any, **k: Any) -> Any:
+        note("extract")
+        return real_run(*a, **k)
+
+    monkeypatch.setattr(pipeline, "_parse_file", parse)
+    monkeypatch.setattr(pipeline, "_run_some", run)
+    assert gc.isenabled()
+    pipeline.gather([_bundle(tmp_path, 6)], limits=FORKED, keep_records=False)
+    assert gc.isenabled()
+    rows = [line.split() for line in seen.read_text().splitlines()]
+    assert {(what, on) for what, _, on in rows} == {("parse", "False"), ("extract", "True")}
+    assert len({pid for what, pid, _ in rows if what == "extract"}) == 2  # here and in the child
+    assert len({pid for what, pid, _ in rows if what == "parse"}) == 2
+    assert _reaped(children)
+
+
+def test_a_collector_paused_by_the_caller_stays_paused_and_a_failed_gather_leaves_it_on(tmp_path: Path) -> None:
+    seen: list[bool] = []
+    real_run = pipeline._run_some
+
+    def run(*a: Any, **k: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real_run(*a, **k)
+
+    bundle = _bundle(tmp_path, 2)
+    gc.disable()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pipeline, "_run_some", run)
+            pipeline.gather([bundle], limits=SERIAL)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert seen and not any(seen)
+    with pytest.raises(BundleError):
+        pipeline.gather([tmp_path / "missing"], limits=SERIAL)
+    assert gc.isenabled()

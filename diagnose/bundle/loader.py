@@ -434,23 +434,22 @@ def _walk(root: Path) -> list[tuple[str, str, bool]]:
     one ``scandir`` per folder whose entries know their own type (no stat per file, no Path per entry).
     Symlinked folders are not entered; an unreadable folder is skipped."""
     found: list[tuple[list[str], str, bool]] = []
-
-    def visit(folder: str, prefix: str) -> None:
+    folders = [(str(root), "")]  # a stack, not a recursive closure (a reference cycle, left to the collector)
+    while folders:
+        folder, prefix = folders.pop()
         try:
             with os.scandir(folder) as it:
                 entries = list(it)
         except PermissionError:
-            return
+            continue
         for e in entries:
             rel = prefix + e.name
             if e.is_dir(follow_symlinks=False):
-                visit(e.path, rel + "/")
+                folders.append((e.path, rel + "/"))
             elif e.is_symlink():
                 found.append((rel.split("/"), e.path, True))
             elif e.is_file():
                 found.append((rel.split("/"), e.path, False))
-
-    visit(str(root), "")
     found.sort(key=lambda t: t[0])
     return [("/".join(parts), path, link) for parts, path, link in found]
 
