@@ -18,8 +18,10 @@ node_exporter versions export (mapped back to the kernel ``hw_counters`` names, 
 (device, port) that has ``state_id`` / ``physical_state_id`` / ``rate_bytes_per_second`` samples
 (firmware / HCA type from ``node_infiniband_info``).
 
-Units: ``port_data_{received,transmitted}_bytes_total`` are **octets** (node_exporter/procfs multiply the
-sysfs 4-octet words by 4), unlike sysfs/perfquery ``port_rcv_data``; values are kept as exported. ``legacy_*``
+Units: ``port_data_{received,transmitted}_bytes_total`` are **octets** (procfs multiplies the sysfs
+``port_{rcv,xmit}_data`` counts of 4-octet words by 4, ``sysfs/class_infiniband.go``): they are divided by 4 back
+into words, the unit of PortRcvData/PortXmitData in perfquery and sysfs, so that every source of the counter table
+means the same by them (the evidence line still shows the value as exported). ``legacy_*``
 metrics (kernels < 4.5 ``counters_ext``) are used only when the non-legacy metric is missing for that port.
 
 A ``host``/``instance``/``hostname``/``node`` label (``instance="gpu01:9100"`` -> ``gpu01``) names the host.
@@ -94,6 +96,7 @@ _LEGACY: dict[str, str] = {
     "legacy_multicast_packets_received_total": "multicast_rcv_packets",
     "legacy_multicast_packets_transmitted_total": "multicast_xmit_packets",
 }
+_OCTETS = frozenset({"port_rcv_data", "port_xmit_data"})  # exported as octets, counted in 4-octet words
 _STATE_IDS = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "ActiveDefer"}
 _PHYS_IDS = {
     1: "Sleep",
@@ -163,6 +166,12 @@ def _number(raw: str) -> float | int | None:
     if d == d.to_integral_value():
         return int(d)
     return float(d)
+
+
+def in_words(counter: str, value: int) -> int:
+    """A PMA counter's value as perfquery and sysfs count it: the data counters, exported in octets, in 4-octet
+    words again (exact, unless the exposition's float had rounded the octets: then within one word)."""
+    return value // 4 if counter in _OCTETS else value
 
 
 def _host_of(labels: dict[str, str]) -> str | None:
@@ -266,6 +275,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         canon = _LEGACY.get(name) or canonical_counter(name)
         if canon is None:
             continue
+        value = in_words(canon, value)
         skey = (rec_host, device, port_no, canon + ("#legacy" if legacy else ""))
         snap = seen.get(skey, 0)
         seen[skey] = snap + 1

@@ -15,7 +15,8 @@ strings (``"1.8527668e+07"``, ``"NaN"``); timestamps are Unix seconds with a fra
 
 The metric names are node_exporter's (``collector/infiniband_linux.go``) and are read with the same tables as
 the text-exposition parser :mod:`diagnose.parsers.node_exporter` (imported, not copied): PMA counters become
-:class:`~diagnose.parsers.perfquery.PortCounter` (canonical name, ``extended=True``), the mlx5 hw-counter
+:class:`~diagnose.parsers.perfquery.PortCounter` (canonical name, ``extended=True``; the data counters, exported
+in octets, back in 4-octet words: ``in_words``), the mlx5 hw-counter
 metrics :class:`~diagnose.parsers._host.RdmaHwCounter` (kernel spelling), ``state_id`` /
 ``physical_state_id`` / ``rate_bytes_per_second`` one :class:`~diagnose.parsers._ib.IbPort` per port (the
 last sample: the port's state at the end of the window; firmware and HCA type from ``node_infiniband_info``).
@@ -55,7 +56,7 @@ from diagnose.models.records import ParseResult, Record, clip
 # the node_exporter metric tables and label helpers, shared with the text-exposition parser
 from diagnose.parsers._host import RdmaHwCounter
 from diagnose.parsers._ib import IbPort
-from diagnose.parsers.node_exporter import _HW, _LEGACY, _PHYS_IDS, _PREFIX, _STATE_IDS, _host_of, _number
+from diagnose.parsers.node_exporter import _HW, _LEGACY, _PHYS_IDS, _PREFIX, _STATE_IDS, _host_of, _number, in_words
 from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "prometheus_api"
@@ -330,7 +331,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         for snap, (ln, raw, value) in enumerate(_kept(samples)):
             pmas.append((legacy, PortCounter(
                 source=source, line=ln, text=_exposition(full, s.metric, str(raw[1]), raw[0]), host=rec_host,
-                lid=None, guid=None, port=port_no, counter=canon, value=int(value), extended=True,
+                lid=None, guid=None, port=port_no, counter=canon, value=in_words(canon, int(value)), extended=True,
                 snapshot=snap, timestamp=_iso(raw[0]), device=device,
             )))
 

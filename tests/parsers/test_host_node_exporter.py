@@ -36,13 +36,13 @@ def test_e2e_fixture() -> None:
         guid=None,
         port=1,
         counter="port_rcv_data",
-        value=18527668,  # octets (node_exporter multiplies the sysfs words by 4), kept as exported
+        value=4631917,  # 18527668 octets as exported (procfs multiplies the sysfs words by 4): in words again
         extended=True,
         snapshot=0,
         timestamp=None,
         device="mlx4_0",
     )
-    assert c[("mlx4_0", 1, "port_xmit_data")].value == 14933760
+    assert c[("mlx4_0", 1, "port_xmit_data")].value == 14933760 // 4
     assert c[("mlx4_0", 1, "port_xmit_discards")].value == 5  # port_discards_transmitted_total
     assert c[("mlx4_0", 1, "port_rcv_packets")].value == 6825908347  # 6.825908347e+09
     assert c[("mlx4_0", 1, "port_xmit_wait")].value == 4294967295
@@ -77,7 +77,7 @@ def test_instance_label_scrapes_and_hw_counters() -> None:
     sym = [(p.snapshot, p.value, p.timestamp, p.line) for p in of(res, PortCounter) if p.counter == "symbol_error"]
     assert sym == [(0, 1234, "2024-03-26T13:57:26+00:00", 16), (1, 1300, "2024-03-26T13:58:26+00:00", 27)]
     xmit = next(p for p in of(res, PortCounter) if p.counter == "port_xmit_data")
-    assert xmit.value == 921770677727356  # 9.21770677727356e+14, exact
+    assert xmit.value == 921770677727356 // 4  # 9.21770677727356e+14 octets, exact, in words
     hw = {h.counter: h.value for h in of(res, RdmaHwCounter)}
     assert hw == {"np_cnp_sent": 1052612505, "out_of_sequence": 1811101, "roce_slow_restart": 0}
     (port,) = of(res, IbPort)
@@ -110,3 +110,29 @@ def test_only_infiniband_metrics_are_read() -> None:
     bad = 'node_infiniband_link_downed_total{device="mlx5_0",port="1"} NaN\nnode_infiniband_link_downed_total{x} 1\n'
     res = node_exporter.parse(bad, "m")
     assert res.records == [] and len(res.problems) == 1 and "labels" in res.problems[0]
+
+
+def test_data_counters_in_words_measure_the_congestion_perfquery_measures(tmp_path: Path) -> None:
+    """The same port, the same 60 s: perfquery's two snapshots and node_exporter's two scrapes (data in octets,
+    x4) give the same share of transmit capacity lost to credit waits. Left in octets, node_exporter's data
+    would have looked four times larger and the waits four times smaller."""
+    from diagnose.pipeline import gather
+
+    pq = (DATA.parent / "perfquery" / "var_two_snapshots_with_date.txt").read_text()
+    waits = iter(("PortXmitWait:....................1000000", "PortXmitWait:....................151000000"))
+    pq = "\n".join(next(waits) if line.startswith("PortXmitWait:") else line for line in pq.split("\n"))
+    data = [int(line.rsplit(".", 1)[1]) for line in pq.split("\n") if line.startswith("PortXmitData:")]
+    assert len(data) == 2 and data[1] > data[0]
+    prom = "".join(
+        f'node_infiniband_port_data_transmitted_bytes_total{{device="mlx5_0",port="1"}} {4 * d} {ms}\n'
+        f'node_infiniband_port_transmit_wait_total{{device="mlx5_0",port="1"}} {w} {ms}\n'
+        for d, w, ms in zip(data, (1000000, 151000000), (1711461446000, 1711461506000), strict=True))
+    seen = {}
+    for name, text in (("perfquery.txt", pq), ("metrics.prom", prom)):
+        host = tmp_path / name / "gpu-node-07"
+        host.mkdir(parents=True)
+        (host / name).write_text(text)
+        (found,) = [f for f in gather([tmp_path / name]).findings if f.kind == "port_xmit_wait"]
+        seen[name] = {k: found.attrs[k] for k in ("ratio", "xmit_wait", "xmit_data", "basis", "interval_s")}
+    assert seen["metrics.prom"] == seen["perfquery.txt"]
+    assert seen["perfquery.txt"]["xmit_data"] == data[1] - data[0] and seen["perfquery.txt"]["basis"] == "delta"

@@ -60,8 +60,9 @@ def test_range_query_as_sent_one_line() -> None:
     assert [p.value for p in series(res, "mlx5_1", "symbol_error")] == [0, 0]
     assert [p.value for p in series(res, "mlx5_0", "link_downed")] == [1, 1]
     assert [p.value for p in series(res, "mlx5_0", "port_xmit_wait")] == [18446, 18446]
-    # node_exporter exports the 4-octet PortXmitData words as octets; kept as exported, like the text parser
-    assert series(res, "mlx5_0", "port_xmit_data")[-1].value == 92177067772 * 4
+    # node_exporter exports the 4-octet PortXmitData words as octets (the sample says 368708271088): back in words,
+    # as perfquery and sysfs count them and as the text parser gives them
+    assert series(res, "mlx5_0", "port_xmit_data")[-1].value == 92177067772
     assert of(res, RdmaHwCounter) == []  # node_exporter 1.5 exports no mlx5 hw counters
 
 
@@ -153,7 +154,7 @@ def test_counter_tables_shared_with_the_text_parser() -> None:
     pcs = of(res, PortCounter)
     # legacy_* only where the modern metric is missing
     assert [(p.counter, p.value) for p in pcs] == [("port_rcv_packets", 70), ("port_rcv_packets", 90),
-                                                    ("port_rcv_data", 8)]
+                                                    ("port_rcv_data", 2)]  # 8 octets: 2 words
     assert {p.host for p in pcs} == {"gpu-b007.example.org"}  # instance without its port
     hw = of(res, RdmaHwCounter)
     assert [(h.counter, h.value) for h in hw] == [("np_cnp_sent", 10), ("np_cnp_sent", 25)]
