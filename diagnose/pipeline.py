@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import collections
 import gc
-import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import structlog
 
-from diagnose import forked, parsers
+from diagnose import forked, parsers, pooled
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
 from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole
 from diagnose.catalog.loader import Catalog, load_catalog
@@ -202,18 +199,6 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
 
 
-@dataclass(frozen=True)
-class _Spilled:
-    """A second-process result left in a file (``path``, a pickled Evidence) instead of sent through the pool's pipe.
-
-    A 4,096-host counter dump parses into ~100 MB; sent back through the pipe, the second process blocks until
-    this process's pool thread has read and unpickled all of it, which it does slowly while the main thread
-    parses (they share the interpreter lock): measured, the second process sat idle for 3 s between the two
-    dumps. Written to a file, it goes straight on to the next one."""
-
-    path: str
-
-
 def _leave(obj: object, where: str, path: str | None = None) -> str:
     """Pickle ``obj`` into ``path`` or a new file in ``where`` (how results pass between the processes); the path.
     Raises what writing or pickling raises."""
@@ -244,21 +229,6 @@ def _take_back(path: str) -> Any:
             pass
 
 
-def _parse_part(bf: BundleFile, limits: LoadLimits, spill_dir: str | None = None) -> Evidence | _Spilled:
-    """One file parsed into its own Evidence (in the second process); left in ``spill_dir`` when given."""
-    import resource
-
-    part = Evidence()
-    _parse_file(bf, part, limits)
-    part.second_core_peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if spill_dir is None:
-        return part
-    try:
-        return _Spilled(_leave(part, spill_dir))
-    except OSError:  # no room for it: send it through the pipe after all
-        return part
-
-
 class _SpillDir:
     """A temporary folder for second-process results, made on first use and removed with all it holds."""
 
@@ -281,12 +251,6 @@ class _SpillDir:
 
             shutil.rmtree(self.path, ignore_errors=True)
             self.path = None
-
-
-def _unspill(result: Evidence | _Spilled) -> Evidence:
-    if isinstance(result, _Spilled):
-        return _take_back(result.path)  # type: ignore[no-any-return]
-    return result
 
 
 def _sends_columns(mod: ModuleType) -> bool:
@@ -330,46 +294,6 @@ def _offloadable(files: list[BundleFile], limits: LoadLimits) -> set[int]:
 _HAND_OVER = 256  # small files handed to an idle second process at a time
 
 
-@dataclass(frozen=True)
-class _Handed:
-    """A file parsed by the second process as part of a batch: ``batch`` yields one Evidence per file."""
-
-    batch: Future[list[Evidence]]
-    pos: int  # the file's place in the batch
-
-
-def _parse_batch(batch: list[BundleFile], limits: LoadLimits) -> list[Evidence]:
-    """Small files parsed in the second process, each into its own Evidence (merged in file order later)."""
-    return [_parse_part(bf, limits) for bf in batch]
-
-
-def _hand_over(pool: ProcessPoolExecutor, files: list[BundleFile], picked: list[int], parts: list[Any],
-               busy: list[Future[Any]], limits: LoadLimits) -> ProcessPoolExecutor | None:
-    """Give the idle second process the small files ``picked``; returns the pool, or None when it cannot take
-    work (the files are then parsed here)."""
-    try:
-        fut = pool.submit(_parse_batch, [files[j] for j in picked], limits)
-    except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
-        log.warning("parallel_parse_unavailable", error=repr(exc))
-        for j in picked:
-            parts[j] = _parse_here(files[j], limits)
-        return None
-    busy.append(fut)
-    for pos, j in enumerate(picked):
-        parts[j] = _Handed(fut, pos)
-    return pool
-
-
-def _collect(part: Future[Evidence] | _Handed, bf: BundleFile, limits: LoadLimits, progress: Progress | None
-             ) -> Evidence:
-    """The Evidence the second process made of ``bf``; parsed here when it failed."""
-    try:
-        return part.batch.result()[part.pos] if isinstance(part, _Handed) else _unspill(part.result())
-    except Exception as exc:  # noqa: BLE001
-        log.warning("parallel_parse_failed", file=bf.path, error=repr(exc))
-        return _parse_here(bf, limits, progress)
-
-
 def _parse_here(bf: BundleFile, limits: LoadLimits, progress: Progress | None = None) -> Evidence:
     part = Evidence()
     _parse_file(bf, part, limits, progress)
@@ -378,17 +302,6 @@ def _parse_here(bf: BundleFile, limits: LoadLimits, progress: Progress | None = 
         # rest of the parse triggers do not walk them again (gather() unfreezes everything at its end)
         gc.freeze()
     return part
-
-
-def _second_core() -> ProcessPoolExecutor | None:
-    """A one-process pool from a fork server (safe when the caller runs threads, as the service does)."""
-    try:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["diagnose.pipeline"])
-        return ProcessPoolExecutor(max_workers=1, mp_context=ctx)
-    except Exception as exc:  # noqa: BLE001 - no second process: parse everything here
-        log.warning("parallel_parse_unavailable", error=repr(exc))
-        return None
 
 
 def _run_some(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Finding]]]]
@@ -561,78 +474,6 @@ def _merged(todo: list[tuple[str, Callable[[Context], list[Finding]]]],
     return raw
 
 
-def _parse_pooled(files: list[BundleFile], offload: set[int], limits: LoadLimits, progress: Progress | None,
-                  spill: _SpillDir) -> list[Evidence]:
-    """Parse ``files``, the ``offload`` ones in a one-process pool from a fork server (when this process cannot
-    fork: it runs other threads); one Evidence per file, in file order."""
-    pool = executor = _second_core() if offload else None
-    parts: list[Evidence | Future[Evidence] | _Handed | None] = [None] * len(files)
-    busy: list[Future[Any]] = []  # what the second process is working on
-    failed: list[BaseException] = []
-
-    def start_bulk() -> None:
-        # the bulk dumps go first, from a thread: the first submit waits ~0.5 s for the fork server to import the
-        # pipeline and fork the worker, which this thread spends parsing instead
-        for i in sorted(offload):
-            try:
-                fut = pool.submit(_parse_part, files[i], limits, spill.get())  # type: ignore[union-attr]
-            except Exception as exc:  # noqa: BLE001 - a pool that cannot start costs speed, never evidence
-                failed.append(exc)
-                return
-            parts[i] = fut
-            busy.append(fut)
-
-    starter = threading.Thread(target=start_bulk, name="diagnose-second-core", daemon=True) if pool else None
-    if starter is not None:
-        starter.start()
-    # Small files come last here, so that an idle second process can take batches of them from the back of the
-    # queue (the bulk dumps it starts with may take less time than this process needs for the rest); the order
-    # files are parsed in never shows in the result, merged in file order below.
-    small = [i for i, bf in enumerate(files) if i not in offload and bf.stream is None and bf.text is not None
-             ] if pool is not None else []
-    smalls = set(small)
-    mine = [i for i in range(len(files)) if i not in smalls and (pool is None or i not in offload)]
-    queue = collections.deque(mine + small)
-    small_left = len(small)  # the last ones in the queue
-    done = 0
-    while queue:
-        i = queue.popleft()
-        small_left = min(small_left, len(queue))
-        parts[i] = _parse_here(files[i], limits, progress)
-        done += 1
-        if progress:
-            progress(files[i].path, done, len(files))
-        if starter is not None and not starter.is_alive():  # the bulk dumps are all submitted (or failed)
-            starter = None
-            pool = None if failed else pool
-        if pool is not None and starter is None and small_left >= 2 * _HAND_OVER:
-            busy = [f for f in busy if not f.done()]
-            if not busy:
-                picked = [queue.pop() for _ in range(_HAND_OVER)][::-1]
-                small_left -= _HAND_OVER
-                pool = _hand_over(pool, files, picked, parts, busy, limits)
-    if starter is not None:
-        starter.join()
-    if failed:
-        log.warning("parallel_parse_unavailable", error=repr(failed[0]))
-    out: list[Evidence] = []
-    for bf, part in zip(files, parts, strict=True):
-        if part is None:  # a bulk dump the second process could not take
-            part = _parse_here(bf, limits, progress)
-        elif not isinstance(part, Evidence):
-            part = _collect(part, bf, limits, progress)  # type: ignore[arg-type]
-        else:
-            out.append(part)
-            continue
-        done += 1
-        if progress:
-            progress(bf.path, done, len(files))
-        out.append(part)
-    if executor is not None:
-        executor.shutdown(wait=True)
-    return out
-
-
 def _can_fork() -> bool:
     """Whether a child may be forked here: a POSIX process with no thread but this one (a fork copies only the
     calling thread; a lock another thread holds, such as a stream's, would stay held in the child forever)."""
@@ -735,7 +576,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
         else:
             if second is not None:
                 second.close()
-            parts = _parse_pooled(files, offload, limits, progress, spill)
+            parts = pooled._parse_pooled(files, offload, limits, progress, spill)
         for part in parts:  # merged in file order: the result does not depend on timing
             ev.records.extend(part.records)
             ev.files.extend(part.files)

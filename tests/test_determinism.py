@@ -97,7 +97,7 @@ def test_second_core_results_pass_through_files_that_are_removed_afterwards(tmp_
 
 
 def test_a_spilled_part_reads_back_as_the_same_evidence(tmp_path: Path) -> None:
-    from diagnose.pipeline import _parse_part, _Spilled, _unspill
+    from diagnose.pooled import _parse_part, _Spilled, _unspill
 
     bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"
     lim = LoadLimits()

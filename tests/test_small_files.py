@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from diagnose import pipeline
+from diagnose import pipeline, pooled
 from diagnose.bundle import LoadLimits, load_inputs, loader
 from diagnose.models.records import ColumnBatch, positional_maker
 from diagnose.parsers import _ib, dmesg, ibstat
@@ -295,15 +295,15 @@ def test_small_files_handed_to_an_idle_second_process_merge_in_file_order(tmp_pa
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)  # the counter dumps count as large, not the rest
     serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
     handed: list[int] = []
-    real = pipeline._hand_over
+    real = pooled._hand_over
 
     def spy(pool, files, picked, *rest):  # type: ignore[no-untyped-def]
         handed.extend(picked)
         return real(pool, files, picked, *rest)
 
     monkeypatch.setattr(pipeline, "_HAND_OVER", 8)
-    monkeypatch.setattr(pipeline, "_hand_over", spy)
-    monkeypatch.setattr(pipeline, "_second_core", _Inline)
+    monkeypatch.setattr(pooled, "_hand_over", spy)
+    monkeypatch.setattr(pooled, "_second_core", _Inline)
     monkeypatch.setattr(pipeline, "_can_fork", lambda: False)  # the fork server's pool, as from a service thread
     inline = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
     assert len(handed) >= 40  # most small files went to the stand-in
@@ -337,7 +337,7 @@ def test_a_second_process_that_cannot_start_loses_no_evidence(tmp_path: Path, mo
     bundle = _bundle(tmp_path, 6)
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
     serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
-    monkeypatch.setattr(pipeline, "_second_core", _Refusing)
+    monkeypatch.setattr(pooled, "_second_core", _Refusing)
     monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
     refused = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
     assert _result(refused) == _result(serial)  # the dumps it was to take were parsed here instead
