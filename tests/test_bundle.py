@@ -5,6 +5,9 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from diagnose.bundle import LoadLimits, load_inputs
 from diagnose.models.records import ColumnBatch
 from diagnose.pipeline import gather
@@ -227,3 +230,28 @@ def test_listing_a_folder_leaves_no_garbage_for_the_collector(tmp_path: Path) ->
     gc.collect()
     assert [rel for rel, _, _ in _walk(tmp_path)] == ["h0/ibstat.txt", "h1/ibstat.txt", "h2/ibstat.txt"]
     assert gc.collect() == 0
+
+
+@settings(max_examples=300, deadline=None)
+@example(["\n", "a", "a", "a"], 2)  # the last line (no line end) is the longest
+@example(["a", "a", "a", "\n", "a"], 2)  # the first
+@example(["a", "\n", "a", "a", "a", "\n", "a"], 2)  # one between
+@example(["é", "é", "\n"], 2)  # 4 bytes, 2 characters: not over
+@example(["a", "\r", "a", "a", "\r\n"], 2)  # carriage returns end lines too
+@given(st.lists(st.sampled_from(["a", "é", "漢", "\r", "\r\n", "\n", "\x1b[31m", " "]), max_size=60),
+       st.integers(min_value=1, max_value=12))
+def test_decoding_clips_long_lines_exactly_as_measuring_every_line_would(pieces: list[str], limit: int) -> None:
+    """The longest line is measured in bytes first (never shorter than in characters once decoded, line ends and
+    escape codes normalised); the lines are split and measured only when that bound is over the limit. The result
+    is what measuring every decoded line gives."""
+    from diagnose.bundle.loader import ANSI_RE, _decode
+
+    data = "".join(pieces).encode("utf-8")
+    text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    text = ANSI_RE.sub("", text)
+    lines = text.split("\n")
+    expected = "\n".join(ln[:limit] for ln in lines)
+    clipped = sum(len(ln) > limit for ln in lines)
+    problems: list[str] = []
+    assert _decode(data, LoadLimits(max_line_chars=limit), problems) == expected
+    assert problems == ([f"{clipped} line(s) longer than {limit} characters were clipped"] if clipped else [])

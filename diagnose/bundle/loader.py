@@ -105,8 +105,7 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
                     carry = data[last + 1:]
                     if len(carry) > limits.max_line_chars:
                         carry, skipping, cut = carry[: limits.max_line_chars] + b"\n", True, cut + 1
-                chunk = data[: last + 1]
-                text = _decode(chunk, limits, [])
+                text = _decode(memoryview(data)[: last + 1], limits, [])  # (a view: no copy of the chunk)
                 yield line_no, text
                 line_no += text.count("\n")
     except (OSError, EOFError) as exc:
@@ -246,13 +245,28 @@ def _looks_binary(sample: bytes) -> bool:
     return nontext / max(1, len(chunk)) > 0.30
 
 
-def _decode(data: bytes, limits: LoadLimits, problems: list[str]) -> str:
-    text = data.decode("utf-8", errors="replace")
+def _longest_line(data: bytes | memoryview) -> int:
+    """The length in bytes of the longest line of ``data``: at least its length in characters, as decoded (UTF-8
+    takes one or more bytes per character) and normalised (line ends and escape codes only shorten lines). One
+    numpy pass instead of a string per line: an 8 MB chunk of a large log split into lines to measure them cost
+    four times its decoding (~18 ms a chunk)."""
+    import numpy as np
+
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    if not len(ends):
+        return len(data)
+    inner = int(np.diff(ends).max()) - 1 if len(ends) > 1 else 0
+    return max(int(ends[0]), inner, len(data) - int(ends[-1]) - 1)
+
+
+def _decode(data: bytes | memoryview, limits: LoadLimits, problems: list[str]) -> str:
+    text = str(data, "utf-8", errors="replace")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if "\x1b" in text:
         text = ANSI_RE.sub("", text)
-    if len(text) > limits.max_line_chars and max(map(len, text.split("\n"))) > limits.max_line_chars:
+    if len(text) > limits.max_line_chars and _longest_line(data) > limits.max_line_chars and \
+            max(map(len, text.split("\n"))) > limits.max_line_chars:
         clipped = 0
         lines = text.split("\n")
         for i, ln in enumerate(lines):
