@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from diagnose.models.records import ParseResult, Record, clip
+from diagnose.models.records import ParseResult, Record, clip, positional_maker
 
 FORMAT = "nccl_tests"
 STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
@@ -58,6 +58,9 @@ class NcclTestsRank(Record):
     device: int | None
     bus: str | None
     gpu_name: str | None
+
+
+_make_rank = positional_maker(NcclTestsRank)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,6 +342,20 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
         if _NCCL_LINE_RE.search(line):
             continue  # interleaved NCCL INFO/WARN output belongs to the NCCL log parser
 
+        # a device line first: thousands of them at scale (one per rank), and no other shape starts with "Rank"
+        m = _RANK_RE.match(line) if "Rank" in line else None
+        if m:
+            if run is None or run.closed:
+                start_run(line_no, raw)
+            assert run is not None
+            rank_s, group_s, pid_s, host_s, dev_s, bus, gpu = m.group("rank", "group", "pid", "host", "dev", "bus", "gpu")
+            # (the fields in order: source, line, text, host, run_index, rank, group, pid, device, bus, gpu_name;
+            # the groups are runs of at most 10 digits, which int() reads as _int() would)
+            records.append(_make_rank(
+                source, line_no, clip(raw), host_s or host, run.index, int(rank_s) or 0,
+                int(group_s) if group_s else None, int(pid_s), int(dev_s), bus or None, gpu.strip() or None,
+            ))
+            continue
         m = _STARTING_RE.match(line)
         if m:
             if run is not None and not run.closed:
@@ -365,28 +382,6 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
                 ngpus=_int(m.group("ngpus")),
                 min_bytes=_int(m.group("min")),
                 max_bytes=_int(m.group("max")),
-            )
-            continue
-        m = _RANK_RE.match(line)
-        if m:
-            if run is None or run.closed:
-                start_run(line_no, raw)
-            assert run is not None
-            gpu = m.group("gpu").strip() or None
-            records.append(
-                NcclTestsRank(
-                    source=source,
-                    line=line_no,
-                    text=clip(raw),
-                    host=m.group("host") or host,
-                    run_index=run.index,
-                    rank=_int(m.group("rank")) or 0,
-                    group=_int(m.group("group")),
-                    pid=_int(m.group("pid")),
-                    device=_int(m.group("dev")),
-                    bus=(m.group("bus") or None),
-                    gpu_name=gpu,
-                )
             )
             continue
         m = _HEADER_RE.match(line)
