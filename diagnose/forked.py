@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from diagnose import gcpause
 from diagnose import pipeline as _pl
 from diagnose.bundle import BundleFile, LoadLimits
 from diagnose.evidence.context import Context
@@ -319,6 +320,8 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
     the fabric extractors' findings, run here on them (see :func:`_serve_lane`)."""
 
     gc.freeze()
+    collecting = gcpause.collecting()  # whether the collector ran before the parent's pauses (it is off now)
+    gcpause.forget_holds()
     kept: dict[int, list[Record]] = {}
     early: _Ready | None = None  # built before this process said which fabric tables it has rows of
 
@@ -363,7 +366,7 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
     wants_early = own_fabric and bool(kept) and all(claims.owner(k) == 1 for k in range(len(bulk)))
     for line in _lines(jobs_fd, build_early if wants_early else None):
         if line.startswith(b"lane "):
-            _serve_lane(kept, line[5:].strip().decode(), where, results_fd, ready)
+            _serve_lane(kept, line[5:].strip().decode(), where, results_fd, ready, collecting)
         elif line.startswith(b"parsed"):
             told = True
             theirs = frozenset(t.decode() for t in line.split()[1:])
@@ -461,11 +464,12 @@ def _trim() -> None:
         pass
 
 
-def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results_fd: int, ready: _Ready | None
-                ) -> None:
+def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results_fd: int, ready: _Ready | None,
+                collecting: bool = True) -> None:
     """Run the fabric extractors in the child on the fabric tables' records it kept plus those this process sends
     (``request``: a pickle of (records by file, the other frames the extractors read, formats)), all in file order;
-    their results are left in a pickle reported as ``lane PATH`` (``lane -`` when they could not be)."""
+    their results are left in a pickle reported as ``lane PATH`` (``lane -`` when they could not be).
+    ``collecting``: the collector ran before the parent paused it, and runs again for the extractors."""
 
     from diagnose.evidence.extractors import FABRIC_LANE
 
@@ -486,7 +490,8 @@ def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results
         if ready.counters is not None:
             ctx._counters = ready.counters
         gc.freeze()
-        gc.enable()  # (paused since the fork, as this process's parent pauses it while parsing)
+        if collecting:  # (paused since the fork, as the parent pauses it while parsing)
+            gc.enable()
         out = _pl._run_some(ctx, [(n, f) for n, f in _pl.all_extractors() if n in FABRIC_LANE])
         path = _pl._leave((out, _pl._private_mib()), where)
     except Exception:  # noqa: BLE001 - this process then runs them on what it parses again

@@ -20,6 +20,7 @@ from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import FABRIC_LANE_READS, FABRIC_TABLES, all_extractors
 from diagnose.evidence.frames import build_frames
+from diagnose.gcpause import Pause
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
 from diagnose.models.records import ColumnBatch, Record
 from diagnose.parsers.base import SNIFF_THRESHOLD
@@ -274,11 +275,13 @@ def _plan(files: list[BundleFile], limits: LoadLimits) -> tuple[list[int], dict[
     return sorted(offload, key=lambda i: (-costs[i], i)), costs
 
 
-def _offloadable(files: list[BundleFile], limits: LoadLimits) -> set[int]:
+def _offloadable(files: list[BundleFile], limits: LoadLimits, pooled: bool = False) -> set[int]:
     """Large files worth parsing on the second core: counter dumps and topologies, whose parsers give column
-    batches (see :func:`_sends_columns`), together at least ``limits.parallel_min_bytes``."""
+    batches (see :func:`_sends_columns`), together at least ``limits.parallel_min_bytes`` (``pooled``: through
+    the fork-server pool, at least ``limits.pool_min_bytes`` too)."""
     if (os.cpu_count() or 1) < 2 or limits.parallel_min_bytes <= 0:
         return set()
+    minimum = max(limits.parallel_min_bytes, limits.pool_min_bytes) if pooled else limits.parallel_min_bytes
     picked: set[int] = set()
     total = 0
     for i, bf in enumerate(files):
@@ -288,7 +291,7 @@ def _offloadable(files: list[BundleFile], limits: LoadLimits) -> set[int]:
         if sn.formats and all(_sends_columns(parsers.by_format(f)) for f in sn.formats):
             picked.add(i)
             total += bf.stream.size
-    return picked if total >= limits.parallel_min_bytes else set()
+    return picked if total >= minimum else set()
 
 
 _HAND_OVER = 256  # small files handed to an idle second process at a time
@@ -527,21 +530,18 @@ def gather(
     # Loading and parsing build millions of objects that form no cycles and live until the frames are built: each
     # full collection on the way walks all of them again (0.3-0.4 s at 4,096 hosts, a forked child's parse
     # included, as it inherits the pause). The collector is paused until they are frozen (_findings) and
-    # resumes, if it ran on entry, for the extractors.
-    collecting = gc.isenabled()
-    gc.disable()
+    # resumes, if it ran (see diagnose.gcpause: pauses on other threads overlap), for the extractors.
+    pause = Pause()
     try:
-        return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill,
-                       collecting)
+        return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill, pause)
     finally:
         spill.close()
         gc.unfreeze()  # what _gather froze goes back to the collector
-        if collecting:
-            gc.enable()
+        pause.release()
 
 
 def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,
-            progress: Progress | None, keep_records: bool, spill: _SpillDir, collecting: bool) -> Evidence:
+            progress: Progress | None, keep_records: bool, spill: _SpillDir, pause: Pause) -> Evidence:
     # Without records to return (triage), the child keeps the fabric tables' records it parses (the counter dumps
     # and the topology: most of a large bundle's bytes) and later runs the fabric extractors on them itself;
     # they never cross to this process, which holds the rest.
@@ -566,7 +566,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     gc.freeze()  # the loaded texts live until the end and hold no cycles: no collection walks them again
     if second is None and _can_fork() and _worth_a_second(files, limits):
         second = forked._ForkSecond.start(files, limits, spill, own_fabric=not keep_records)
-    offload = set(second.bulk) if second is not None else _offloadable(files, limits)
+    offload = set(second.bulk) if second is not None else _offloadable(files, limits, pooled=True)
     remote: _RemoteLane | None = None
     try:
         if second is not None and offload:
@@ -583,7 +583,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
             ev.formats |= part.formats
             ev.second_core_peak_mib = max(ev.second_core_peak_mib, part.second_core_peak_mib)
         del parts
-        found = _findings(ev, symptom, symptom_source, limits, keep_records, spill, remote, collecting)
+        found = _findings(ev, symptom, symptom_source, limits, keep_records, spill, remote, pause)
     except BaseException:  # an error or an interrupt here: the child is stopped, not waited for
         if remote is not None:
             remote.second.close(kill=True)
@@ -594,9 +594,9 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
 
 
 def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: LoadLimits, keep_records: bool,
-              spill: _SpillDir, remote: _RemoteLane | None, collecting: bool = True) -> Evidence:
-    """Frames of the parsed records, the extractors' findings, and the symptoms they imply (``collecting``: the
-    cyclic collector, paused by ``gather``, resumes once the parsed objects are frozen)."""
+              spill: _SpillDir, remote: _RemoteLane | None, pause: Pause | None = None) -> Evidence:
+    """Frames of the parsed records, the extractors' findings, and the symptoms they imply (``pause``: gather's
+    hold on the cyclic collector, released once the parsed objects are frozen)."""
     log.info("bundle_parsed", files=len(ev.files), records=len(ev.records), formats=sorted(ev.formats))
     if symptom and symptom.strip():
         ev.symptoms.extend(from_text(symptom, symptom_source))
@@ -621,8 +621,8 @@ def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: Lo
     # hosts). Frozen, they sit in the permanent generation until gather() unfreezes them. Process-wide, but it
     # only delays cycle collection.
     gc.freeze()
-    if collecting:
-        gc.enable()
+    if pause is not None:
+        pause.release()
     raw, lane_mib = run_extractors(ctx, limits, spill, remote)
     ev.second_core_peak_mib = max(ev.second_core_peak_mib, lane_mib)
     for fe in ev.files:

@@ -238,7 +238,9 @@ def test_listing_a_folder_leaves_no_garbage_for_the_collector(tmp_path: Path) ->
 @example(["a", "\n", "a", "a", "a", "\n", "a"], 2)  # one between
 @example(["é", "é", "\n"], 2)  # 4 bytes, 2 characters: not over
 @example(["a", "\r", "a", "a", "\r\n"], 2)  # carriage returns end lines too
-@given(st.lists(st.sampled_from(["a", "é", "漢", "\r", "\r\n", "\n", "\x1b[31m", " "]), max_size=60),
+@example(["a", "a", "\x1b]", "\n", "\x07", "a", "a", "a"], 4)  # a title sequence over a line end joins two lines
+@given(st.lists(st.sampled_from(["a", "é", "漢", "\r", "\r\n", "\n", "\x1b[31m", "\x1b]", "\x07", " "]),
+                max_size=60),
        st.integers(min_value=1, max_value=12))
 def test_decoding_clips_long_lines_exactly_as_measuring_every_line_would(pieces: list[str], limit: int) -> None:
     """The longest line is measured in bytes first (never shorter than in characters once decoded, line ends and

@@ -70,7 +70,7 @@ def test_bulk_dumps_parsed_on_the_second_core_give_the_same_diagnosis() -> None:
     """Large counter dumps go to a second process; the diagnosis must not depend on where they were parsed."""
     bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"
     small = dict(stream_bytes=1024, chunk_bytes=4096)  # treat the fixture's dumps as large files
-    parallel = LoadLimits(parallel_min_bytes=1, **small)
+    parallel = LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small)
     serial = LoadLimits(parallel_min_bytes=0, **small)
     picked = _offloadable(files := load_inputs([bundle], parallel), parallel)
     assert sorted(files[i].path.split("/")[-1] for i in picked) == [  # both perfquery snapshots and the topology
@@ -89,7 +89,7 @@ def test_second_core_results_pass_through_files_that_are_removed_afterwards(tmp_
     spill_root = tmp_path / "tmp"
     spill_root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
-    parallel = LoadLimits(parallel_min_bytes=1, stream_bytes=1024, chunk_bytes=4096)
+    parallel = LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, stream_bytes=1024, chunk_bytes=4096)
     ev = gather([bundle], limits=parallel)
     assert ev.second_core_peak_mib > 0  # the dumps really were parsed in the second process
     assert list(spill_root.iterdir()) == []

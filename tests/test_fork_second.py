@@ -22,7 +22,7 @@ from diagnose.models.records import ColumnBatch
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 SMALL = dict(stream_bytes=16 * 1024, chunk_bytes=4096)  # the fixture's dumps and topology count as large
-FORKED = LoadLimits(parallel_min_bytes=1, **SMALL)
+FORKED = LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **SMALL)
 SERIAL = LoadLimits(parallel_min_bytes=0, **SMALL)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="no fork or one core")
@@ -518,24 +518,27 @@ def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_ext
     assert _reaped(children)
 
 
-def test_a_collector_paused_by_the_caller_stays_paused_and_a_failed_gather_leaves_it_on(tmp_path: Path) -> None:
-    seen: list[bool] = []
+def test_a_collector_paused_by_the_caller_stays_paused_in_both_processes_and_a_failed_gather_leaves_it_on(
+        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+    seen = tmp_path / "seen"
     real_run = pipeline._run_some
 
     def run(*a: Any, **k: Any) -> Any:
-        seen.append(gc.isenabled())
+        with open(seen, "a") as fh:
+            fh.write(f"{os.getpid()} {gc.isenabled()}\n")
         return real_run(*a, **k)
 
-    bundle = _bundle(tmp_path, 2)
+    monkeypatch.setattr(pipeline, "_run_some", run)
+    bundle = _bundle(tmp_path, 6)
     gc.disable()
     try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(pipeline, "_run_some", run)
-            pipeline.gather([bundle], limits=SERIAL)
+        pipeline.gather([bundle], limits=FORKED, keep_records=False)
         assert not gc.isenabled()
     finally:
         gc.enable()
-    assert seen and not any(seen)
+    rows = [line.split() for line in seen.read_text().splitlines()]
+    assert len({pid for pid, _ in rows}) == 2 and {on for _, on in rows} == {"False"}  # here and in the child
+    assert _reaped(children)
     with pytest.raises(BundleError):
         pipeline.gather([tmp_path / "missing"], limits=SERIAL)
     assert gc.isenabled()

@@ -305,7 +305,7 @@ def test_small_files_handed_to_an_idle_second_process_merge_in_file_order(tmp_pa
     monkeypatch.setattr(pooled, "_hand_over", spy)
     monkeypatch.setattr(pooled, "_second_core", _Inline)
     monkeypatch.setattr(pipeline, "_can_fork", lambda: False)  # the fork server's pool, as from a service thread
-    inline = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
+    inline = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small))
     assert len(handed) >= 40  # most small files went to the stand-in
     assert _result(inline) == _result(serial)
 
@@ -319,7 +319,7 @@ def test_small_files_with_a_real_second_process_give_the_same_result(tmp_path: P
     if not fork:
         monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
     serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
-    parallel = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
+    parallel = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small))
     assert _result(parallel) == _result(serial)
 
 
@@ -339,6 +339,22 @@ def test_a_second_process_that_cannot_start_loses_no_evidence(tmp_path: Path, mo
     serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
     monkeypatch.setattr(pooled, "_second_core", _Refusing)
     monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
-    refused = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, **small))
+    refused = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small))
     assert _result(refused) == _result(serial)  # the dumps it was to take were parsed here instead
     assert any(f.format == "perfquery" and f.records for f in refused.files)
+
+
+def test_the_fork_server_pool_waits_for_more_bytes_than_a_fork(tmp_path: Path, monkeypatch) -> None:
+    """The pool's first start costs ~1 s (its server imports the pipeline), a fork ~10 ms: a caller that runs
+    threads parses dumps below ``pool_min_bytes`` here, alone, with the same result."""
+    bundle = _bundle(tmp_path, 4)
+    small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
+    started: list[bool] = []
+    monkeypatch.setattr(pooled, "_second_core", lambda: started.append(True))
+    monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
+    serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
+    below = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1 << 40, **small))
+    assert started == [] and _result(below) == _result(serial)
+    # with enough bytes the pool is asked for (this stand-in gives none: parsed here all the same)
+    enough = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small))
+    assert started == [True] and _result(enough) == _result(serial)

@@ -32,9 +32,7 @@ class BundleError(Exception):
 class LoadLimits:
     max_file_bytes: int = 64 * 1024 * 1024  # larger non-streamable files: head and tail are read
     max_line_chars: int = 64 * 1024  # longer lines are clipped
-    # larger files on disk are streamed in chunks, never read whole; and, known before the small files are read,
-    # they can go to the second core (a 1,024-host topology is 5 MB: its parse then leaves the triage process)
-    stream_bytes: int = 4 * 1024 * 1024
+    stream_bytes: int = 16 * 1024 * 1024  # larger files on disk are streamed in chunks, never read whole
     chunk_bytes: int = 8 * 1024 * 1024
     head_bytes: int = 256 * 1024  # what sniffing sees of a streamed file
     max_archive_members: int = 100_000
@@ -43,6 +41,9 @@ class LoadLimits:
     # bulk dumps this large together are parsed on a second core (0: never): a fork costs ~10 ms, and the two
     # dumps of a 512-host fabric (54 MB) take 0.3 s of a 1.2 s triage
     parallel_min_bytes: int = 32 * 1024 * 1024
+    # the same through the fork-server pool (when the caller runs threads: the service), whose first start takes
+    # ~1 s (the server imports the pipeline): never below parallel_min_bytes
+    pool_min_bytes: int = 96 * 1024 * 1024
     # counter and topology rows from which the fabric extractors run in a forked second process (0: never)
     fabric_lane_min_rows: int = 40_000
 
@@ -247,7 +248,8 @@ def _looks_binary(sample: bytes) -> bool:
 
 def _longest_line(data: bytes | memoryview) -> int:
     """The length in bytes of the longest line of ``data``: at least its length in characters, as decoded (UTF-8
-    takes one or more bytes per character) and normalised (line ends and escape codes only shorten lines). One
+    takes one or more bytes per character, an undecodable byte becomes one character) and with its line ends
+    normalised (which only shortens lines; escape codes, whose removal can join lines, are not covered). One
     numpy pass instead of a string per line: an 8 MB chunk of a large log split into lines to measure them cost
     four times its decoding (~18 ms a chunk)."""
     import numpy as np
@@ -263,9 +265,10 @@ def _decode(data: bytes | memoryview, limits: LoadLimits, problems: list[str]) -
     text = str(data, "utf-8", errors="replace")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if "\x1b" in text:
+    escaped = "\x1b" in text  # (an OSC sequence may run over a line end and join two lines: measured whole)
+    if escaped:
         text = ANSI_RE.sub("", text)
-    if len(text) > limits.max_line_chars and _longest_line(data) > limits.max_line_chars and \
+    if len(text) > limits.max_line_chars and (escaped or _longest_line(data) > limits.max_line_chars) and \
             max(map(len, text.split("\n"))) > limits.max_line_chars:
         clipped = 0
         lines = text.split("\n")

@@ -96,7 +96,9 @@ _LEGACY: dict[str, str] = {
     "legacy_multicast_packets_received_total": "multicast_rcv_packets",
     "legacy_multicast_packets_transmitted_total": "multicast_xmit_packets",
 }
-_OCTETS = frozenset({"port_rcv_data", "port_xmit_data"})  # exported as octets, counted in 4-octet words
+# node_exporter's data metrics (without the node_infiniband_ prefix): octets, where PMA counts 4-octet words
+_OCTETS = frozenset({"port_data_received_bytes_total", "port_data_transmitted_bytes_total",
+                     "legacy_data_received_bytes_total", "legacy_data_transmitted_bytes_total"})
 _STATE_IDS = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "ActiveDefer"}
 _PHYS_IDS = {
     1: "Sleep",
@@ -168,10 +170,12 @@ def _number(raw: str) -> float | int | None:
     return float(d)
 
 
-def in_words(counter: str, value: int) -> int:
-    """A PMA counter's value as perfquery and sysfs count it: the data counters, exported in octets, in 4-octet
-    words again (exact, unless the exposition's float had rounded the octets: then within one word)."""
-    return value // 4 if counter in _OCTETS else value
+def in_words(metric: str, value: int) -> int:
+    """The value of node_exporter's ``metric`` (its name less the ``node_infiniband_`` prefix) as perfquery and sysfs
+    count it: the data metrics, exported in octets, in 4-octet words again (exact, unless the exposition's float had
+    rounded the octets: then within one word); any other metric (one already named as sysfs names its counter
+    included) as it is."""
+    return value // 4 if metric in _OCTETS else value
 
 
 def _host_of(labels: dict[str, str]) -> str | None:
@@ -275,7 +279,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         canon = _LEGACY.get(name) or canonical_counter(name)
         if canon is None:
             continue
-        value = in_words(canon, value)
+        value = in_words(name, value)
         skey = (rec_host, device, port_no, canon + ("#legacy" if legacy else ""))
         snap = seen.get(skey, 0)
         seen[skey] = snap + 1

@@ -331,7 +331,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         for snap, (ln, raw, value) in enumerate(_kept(samples)):
             pmas.append((legacy, PortCounter(
                 source=source, line=ln, text=_exposition(full, s.metric, str(raw[1]), raw[0]), host=rec_host,
-                lid=None, guid=None, port=port_no, counter=canon, value=in_words(canon, int(value)), extended=True,
+                lid=None, guid=None, port=port_no, counter=canon, value=in_words(name, int(value)), extended=True,
                 snapshot=snap, timestamp=_iso(raw[0]), device=device,
             )))
 

@@ -136,3 +136,14 @@ def test_data_counters_in_words_measure_the_congestion_perfquery_measures(tmp_pa
         seen[name] = {k: found.attrs[k] for k in ("ratio", "xmit_wait", "xmit_data", "basis", "interval_s")}
     assert seen["metrics.prom"] == seen["perfquery.txt"]
     assert seen["perfquery.txt"]["xmit_data"] == data[1] - data[0] and seen["perfquery.txt"]["basis"] == "delta"
+
+
+def test_only_node_exporters_octet_metrics_are_turned_into_words() -> None:
+    """node_exporter's data metrics are octets (divided by 4); a metric named as sysfs names the counter (a textfile
+    collector exporting port_xmit_data as read) is in words already, and kept."""
+    text = ('node_infiniband_port_data_transmitted_bytes_total{device="mlx5_0",port="1"} 4000\n'
+            'node_infiniband_legacy_data_received_bytes_total{device="mlx5_0",port="1"} 800\n'
+            'node_infiniband_port_xmit_data{device="mlx5_1",port="1"} 1000\n')
+    got = {(p.device, p.counter): p.value for p in of(node_exporter.parse(text, "m.prom", host="h"), PortCounter)}
+    assert got == {("mlx5_0", "port_xmit_data"): 1000, ("mlx5_0", "port_rcv_data"): 200,
+                   ("mlx5_1", "port_xmit_data"): 1000}
