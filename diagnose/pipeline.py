@@ -275,13 +275,13 @@ def _plan(files: list[BundleFile], limits: LoadLimits) -> tuple[list[int], dict[
     return sorted(offload, key=lambda i: (-costs[i], i)), costs
 
 
-def _offloadable(files: list[BundleFile], limits: LoadLimits, pooled: bool = False) -> set[int]:
+def _offloadable(files: list[BundleFile], limits: LoadLimits, pool: bool = False) -> set[int]:
     """Large files worth parsing on the second core: counter dumps and topologies, whose parsers give column
-    batches (see :func:`_sends_columns`), together at least ``limits.parallel_min_bytes`` (``pooled``: through
+    batches (see :func:`_sends_columns`), together at least ``limits.parallel_min_bytes`` (``pool``: through
     the fork-server pool, at least ``limits.pool_min_bytes`` too)."""
     if (os.cpu_count() or 1) < 2 or limits.parallel_min_bytes <= 0:
         return set()
-    minimum = max(limits.parallel_min_bytes, limits.pool_min_bytes) if pooled else limits.parallel_min_bytes
+    minimum = max(limits.parallel_min_bytes, limits.pool_min_bytes) if pool else limits.parallel_min_bytes
     picked: set[int] = set()
     total = 0
     for i, bf in enumerate(files):
@@ -566,7 +566,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     gc.freeze()  # the loaded texts live until the end and hold no cycles: no collection walks them again
     if second is None and _can_fork() and _worth_a_second(files, limits):
         second = forked._ForkSecond.start(files, limits, spill, own_fabric=not keep_records)
-    offload = set(second.bulk) if second is not None else _offloadable(files, limits, pooled=True)
+    offload = set(second.bulk) if second is not None else _offloadable(files, limits, pool=True)
     remote: _RemoteLane | None = None
     try:
         if second is not None and offload:
