@@ -57,6 +57,21 @@ def test_a_giant_line_is_cut_and_the_rest_still_parsed(tmp_path: Path) -> None:
     assert "cut" in (ev.files[0].problem or "")
 
 
+def test_a_long_line_inside_a_streamed_chunk_is_clipped_and_reported_as_in_a_file_read_whole(tmp_path: Path) -> None:
+    """A line over max_line_chars that a chunk holds whole (not one cut across chunks) is clipped, and the file says
+    so once, counting every chunk's, as a small file read whole does."""
+    p = tmp_path / "job.log"
+    with p.open("w") as fh:
+        for part in range(3):
+            fh.write(INFO.format(i=part) * 2000)  # ~220 KB: the long lines fall in different chunks
+            fh.write("y" * 10_000 + "\n")  # longer than max_line_chars (4096), shorter than a chunk (64 KB)
+        fh.write(WARN)
+    ev = gather([tmp_path], limits=SMALL)
+    assert ev.files[0].problem == "3 line(s) longer than 4096 characters were clipped"
+    shm = [f for f in ev.findings if f.kind == "shm_error"]
+    assert shm and shm[0].evidence[0].line == 3 * 2001 + 1
+
+
 def test_non_streamable_large_file_is_read_head_and_tail(tmp_path: Path) -> None:
     block = ("CA 'mlx5_{i}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tFirmware version: 28.39.1002\n"
              "\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tLink layer: InfiniBand\n")

@@ -79,6 +79,7 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
     carry = b""
     skipping = False
     cut = 0
+    clipped = 0
     try:
         with opener(src.path, "rb") as fh:  # type: ignore[operator]
             while True:
@@ -106,13 +107,18 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
                     carry = data[last + 1:]
                     if len(carry) > limits.max_line_chars:
                         carry, skipping, cut = carry[: limits.max_line_chars] + b"\n", True, cut + 1
-                text = _decode(memoryview(data)[: last + 1], limits, [])  # (a view: no copy of the chunk)
+                text, n = _decode_clipped(memoryview(data)[: last + 1], limits)  # (a view: no copy of the chunk)
+                clipped += n
                 yield line_no, text
                 line_no += text.count("\n")
     except (OSError, EOFError) as exc:
         problems.append(f"read stopped early: {exc}")
     if carry:
-        yield line_no, _decode(carry, limits, [])
+        text, n = _decode_clipped(carry, limits)
+        clipped += n
+        yield line_no, text
+    if clipped:  # lines longer than the limit inside a chunk, clipped as in a file read whole
+        problems.append(_clipped_note(clipped, limits))
     if cut:
         problems.append(f"{cut} line(s) longer than {limits.max_line_chars} characters were cut")
 
@@ -262,6 +268,19 @@ def _longest_line(data: bytes | memoryview) -> int:
 
 
 def _decode(data: bytes | memoryview, limits: LoadLimits, problems: list[str]) -> str:
+    text, clipped = _decode_clipped(data, limits)
+    if clipped:
+        problems.append(_clipped_note(clipped, limits))
+    return text
+
+
+def _clipped_note(clipped: int, limits: LoadLimits) -> str:
+    return f"{clipped} line(s) longer than {limits.max_line_chars} characters were clipped"
+
+
+def _decode_clipped(data: bytes | memoryview, limits: LoadLimits) -> tuple[str, int]:
+    """The text of ``data`` (UTF-8, undecodable bytes replaced; line ends normalised, escape codes removed), every
+    line cut to ``limits.max_line_chars``, and how many lines were cut."""
     text = str(data, "utf-8", errors="replace")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -276,9 +295,8 @@ def _decode(data: bytes | memoryview, limits: LoadLimits, problems: list[str]) -
             if len(ln) > limits.max_line_chars:
                 lines[i] = ln[: limits.max_line_chars]
                 clipped += 1
-        text = "\n".join(lines)
-        problems.append(f"{clipped} line(s) longer than {limits.max_line_chars} characters were clipped")
-    return text
+        return "\n".join(lines), clipped
+    return text, 0
 
 
 def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | None = None) -> BundleFile:
