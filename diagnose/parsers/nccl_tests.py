@@ -28,7 +28,10 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip, positional_maker
 
 FORMAT = "nccl_tests"
-STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
+# Parsed whole, even when large (up to LoadLimits.max_file_bytes; beyond, its head and tail): a run's header,
+# device lines and table must stay together, and runs are numbered within the text parsed. Cut into chunks, a
+# chunk's first rows would make a run of their own and every chunk would number its runs from 0 again.
+STREAMABLE = False
 MIXABLE = True
 
 # ----------------------------------------------------------------------------------------------------------------

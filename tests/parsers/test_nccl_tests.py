@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -286,3 +287,34 @@ def test_never_raises_on_table_fragments(text: str):
 def test_sniff_claims_a_lone_header(head: str):
     noise = "\n".join(f"node01:1:1 [0] NCCL INFO line {i}" for i in range(100)) + "\n"
     assert nccl_tests.sniff(noise + head) >= 80
+
+
+_A3 = DATA / "nccl_tests" / "a3mega_ztan-NCCL-test-result_all_reduce_perf_2x8_H100.md"
+
+
+def _busbw(ev: Any) -> list[dict[str, Any]]:
+    return sorted((f.attrs for f in ev.findings if f.kind == "busbw_measured"), key=lambda a: (a["nodes"], a["busbw_gbs"]))
+
+
+def test_each_files_runs_are_measured_apart(tmp_path: Path) -> None:
+    """Two nccl-tests outputs (here one on both nodes, one on a single node) both number their run 0: each gives its
+    own busbw finding, with its own nodes."""
+    from diagnose.pipeline import gather
+
+    text = _A3.read_text()
+    (tmp_path / "both.txt").write_text(text)
+    (tmp_path / "one.txt").write_text(text.replace("ztan-mig-gq73", "ztan-mig-235z"))
+    assert [a["nodes"] for a in _busbw(gather([tmp_path]))] == [1, 2]
+
+
+def test_a_large_output_is_parsed_whole_with_every_run_kept(tmp_path: Path) -> None:
+    """Past the streaming size, nccl-tests output is still parsed whole: cut into chunks, a chunk's first rows would
+    make a run of their own and every chunk would number its runs from 0 again."""
+    from diagnose.bundle import LoadLimits
+    from diagnose.pipeline import gather
+
+    small = LoadLimits(stream_bytes=64 * 1024, chunk_bytes=16 * 1024)
+    (tmp_path / "big.txt").write_text(_A3.read_text() * 40)  # ~440 KB, 40 runs
+    whole = _busbw(gather([tmp_path]))
+    assert len(whole) == 40 and {a["nodes"] for a in whole} == {2}
+    assert _busbw(gather([tmp_path], limits=small)) == whole

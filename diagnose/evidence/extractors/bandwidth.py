@@ -62,7 +62,9 @@ def busbw(ctx: Context) -> list[Finding]:
         return out
     ranks = ctx.frame("NcclTestsRank")
     runs = ctx.frame("NcclTestsRun")
-    for run_index, grp in rows.groupby("run_index", sort=True):
+    # a run is numbered within its file: two nccl-tests outputs (before and after a fix, one per node) each have a
+    # run 0, told apart by their file
+    for (source, run_index), grp in rows.groupby(["source", "run_index"], sort=True):
         big = grp[grp["size_bytes"] >= LARGE_MSG]
         if big.empty:
             continue
@@ -71,12 +73,12 @@ def busbw(ctx: Context) -> list[Finding]:
             continue
         measured = float(bw.max())
         best_row = big.loc[big[["oop_busbw", "ip_busbw"]].max(axis=1).idxmax()]
-        rk = ranks[ranks["run_index"] == run_index] if not ranks.empty else ranks
+        rk = ranks[(ranks["source"] == source) & (ranks["run_index"] == run_index)] if not ranks.empty else ranks
         hosts = sorted({str(h) for h in rk["host"].dropna().tolist()}) if not rk.empty else []
         gpu = str(rk["gpu_name"].dropna().iloc[0]) if not rk.empty and rk["gpu_name"].notna().any() else ""
         coll = None
         if not runs.empty:
-            r = runs[runs["run_index"] == run_index]
+            r = runs[(runs["source"] == source) & (runs["run_index"] == run_index)]
             coll = sval(r.iloc[0]["collective"]) if not r.empty else None
         expected = None
         basis = ""
