@@ -272,3 +272,23 @@ def test_decoding_clips_long_lines_exactly_as_measuring_every_line_would(pieces:
     problems: list[str] = []
     assert _decode(data, LoadLimits(max_line_chars=limit), problems) == expected
     assert problems == ([f"{clipped} line(s) longer than {limit} characters were clipped"] if clipped else [])
+
+
+def test_a_large_binary_file_is_read_whole_up_to_the_cap(tmp_path: Path) -> None:
+    """A flight-recorder pickle past the streaming size is parsed from all of its bytes (its head alone is a
+    truncated pickle); past the cap on files read whole it is reported, not cut."""
+    import copy
+    import pickle
+
+    from diagnose.parsers.flight_recorder import FlightRecorderEntry
+
+    sample = Path(__file__).resolve().parent / "data" / "pytorch_flight_recorder" / "var_nccl_trace_rank_0"
+    dump = pickle.loads(sample.read_bytes())  # the project's own test sample: plain containers
+    dump["entries"] = [{**e, "record_id": k} for k, e in enumerate(copy.deepcopy(dump["entries"] * 400))]
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(dump, protocol=4))
+    size = (tmp_path / "nccl_trace_rank_0").stat().st_size
+    ev = gather([tmp_path], limits=LoadLimits(stream_bytes=64 * 1024, head_bytes=16 * 1024))
+    assert size > 64 * 1024
+    assert len([r for r in ev.records if isinstance(r, FlightRecorderEntry)]) == len(dump["entries"])
+    capped = gather([tmp_path], limits=LoadLimits(stream_bytes=64 * 1024, max_file_bytes=size - 1))
+    assert capped.files[0].problem and "not read" in capped.files[0].problem

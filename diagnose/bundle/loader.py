@@ -337,7 +337,14 @@ def _read_file(p: str | Path, rel: str, limits: LoadLimits) -> BundleFile | str:
             with opener(p, "rb") as fh:  # type: ignore[operator]
                 head = fh.read(limits.head_bytes)
             if _looks_binary(head[:8192]):
-                return _from_bytes(rel, head, limits)
+                # a binary format (a flight-recorder pickle) is only read from all of its bytes: read whole, as a
+                # file below the streaming size is, up to the cap on files read whole
+                with opener(p, "rb") as fh:  # type: ignore[operator]
+                    data = fh.read(limits.max_file_bytes + 1)
+                if len(data) > limits.max_file_bytes:
+                    return BundleFile(rel, None, [f"binary file larger than {limits.max_file_bytes // 1048576} MiB, "
+                                                  "not read"], _host_hint(rel))
+                return _from_bytes(rel, data, limits)
             head = head[: head.rfind(b"\n") + 1] or head
             return BundleFile(rel, _decode(head, limits, []), [], _host_hint(rel),
                               stream=StreamSource(Path(p), gz, size))
