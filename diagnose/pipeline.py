@@ -14,7 +14,8 @@ import structlog
 
 from diagnose import forked, parsers, pooled
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
-from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole
+from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole, tail_text
+from diagnose.bundle.sniff import HEAD_CHARS as SNIFF_HEAD_CHARS
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
@@ -136,9 +137,13 @@ def _rows(records: list[Record]) -> int:
 
 def _sniff(bf: BundleFile) -> Any:
     """``sniff_file`` of ``bf``, asked once: choosing the files for the second process sniffs the large ones, and
-    parsing them would sniff them again."""
+    parsing them would sniff them again. A large file's text is only its head: the end of the file is read for the
+    sniffers too, as they see the end of a file read whole (a job log whose nccl-tests table comes last)."""
     if bf.sniffed is None:
-        bf.sniffed = sniff_file(bf.path, bf.text or "")
+        text = bf.text or ""
+        if bf.stream is not None and not bf.stream.gz and text:
+            text = text[:SNIFF_HEAD_CHARS] + "\n" + tail_text(bf.stream.path, SNIFF_HEAD_CHARS // 4)
+        bf.sniffed = sniff_file(bf.path, text)
     return bf.sniffed
 
 

@@ -292,3 +292,20 @@ def test_a_large_binary_file_is_read_whole_up_to_the_cap(tmp_path: Path) -> None
     assert len([r for r in ev.records if isinstance(r, FlightRecorderEntry)]) == len(dump["entries"])
     capped = gather([tmp_path], limits=LoadLimits(stream_bytes=64 * 1024, max_file_bytes=size - 1))
     assert capped.files[0].problem and "not read" in capped.files[0].problem
+
+
+def test_a_large_log_is_sniffed_at_its_end_too(tmp_path: Path) -> None:
+    """A job log past the streaming size whose nccl-tests table comes last (NCCL's INFO lines first) is claimed for
+    nccl-tests too, as the same log read whole is: the sniffers see its end, not only its head."""
+    table = (Path(__file__).resolve().parent / "data" / "nccl_tests" /
+             "a3mega_ztan-NCCL-test-result_all_reduce_perf_2x8_H100.md").read_text()
+    p = tmp_path / "job.log"
+    with p.open("w") as fh:
+        fh.write(INFO.format(i=1) * 8000)  # ~0.9 MB of NCCL INFO lines: streamed with SMALL
+        fh.write(table)
+    whole = gather([tmp_path], limits=LoadLimits())
+    streamed = gather([tmp_path], limits=SMALL)
+    assert streamed.files[0].format == whole.files[0].format
+    assert "nccl_tests" in streamed.files[0].format
+    assert [f.attrs for f in streamed.findings if f.kind == "busbw_measured"] == \
+        [f.attrs for f in whole.findings if f.kind == "busbw_measured"] != []

@@ -164,6 +164,21 @@ def read_whole(src: StreamSource, limits: LoadLimits, mapped: bool = False) -> b
     return b"".join(parts)
 
 
+def tail_text(path: Path, chars: int) -> str:
+    """The last lines of a plain file, about ``chars`` bytes of them, from the first whole line ("" if unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - chars))
+            data = fh.read(chars)
+    except OSError:
+        return ""
+    if size > chars:  # the first line read is a part of one: dropped (and all of it, when it is one long line)
+        nl = data.find(b"\n")
+        data = data[nl + 1:] if nl >= 0 else b""
+    return str(data, "utf-8", errors="replace").replace("\r\n", "\n")
+
+
 def read_capped(src: StreamSource, limits: LoadLimits) -> tuple[str, list[str]]:
     """The head and tail of a large file, for formats that cannot be parsed in chunks."""
     problems: list[str] = []
