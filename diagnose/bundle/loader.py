@@ -302,15 +302,15 @@ def _decode_clipped(data: bytes | memoryview, limits: LoadLimits) -> tuple[str, 
     escaped = "\x1b" in text  # (an OSC sequence may run over a line end and join two lines: measured whole)
     if escaped:
         text = ANSI_RE.sub("", text)
-    if len(text) > limits.max_line_chars and (escaped or _longest_line(data) > limits.max_line_chars) and \
-            max(map(len, text.split("\n"))) > limits.max_line_chars:
-        clipped = 0
+    if len(text) > limits.max_line_chars and (escaped or _longest_line(data) > limits.max_line_chars):
         lines = text.split("\n")
+        clipped = 0
         for i, ln in enumerate(lines):
             if len(ln) > limits.max_line_chars:
                 lines[i] = ln[: limits.max_line_chars]
                 clipped += 1
-        return "\n".join(lines), clipped
+        if clipped:
+            return "\n".join(lines), clipped
     return text, 0
 
 
@@ -351,11 +351,10 @@ def _read_file(p: str | Path, rel: str, limits: LoadLimits) -> BundleFile | str:
             opener = gzip.open if gz else open
             with opener(p, "rb") as fh:  # type: ignore[operator]
                 head = fh.read(limits.head_bytes)
-            if _looks_binary(head[:8192]):
-                # a binary format (a flight-recorder pickle) is only read from all of its bytes: read whole, as a
-                # file below the streaming size is, up to the cap on files read whole
-                with opener(p, "rb") as fh:  # type: ignore[operator]
-                    data = fh.read(limits.max_file_bytes + 1)
+                # a binary format (a flight-recorder pickle) is only read from all of its bytes: read on, whole, as
+                # a file below the streaming size is, up to the cap on files read whole
+                data = head + fh.read(limits.max_file_bytes + 1 - len(head)) if _looks_binary(head[:8192]) else None
+            if data is not None:
                 if len(data) > limits.max_file_bytes:
                     return BundleFile(rel, None, [f"binary file larger than {limits.max_file_bytes // 1048576} MiB, "
                                                   "not read"], _host_hint(rel))
