@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from diagnose import gcpause
+from diagnose import gcpause, memtune
 from diagnose import pipeline as _pl
 from diagnose.bundle import BundleFile, LoadLimits
 from diagnose.evidence.context import Context
@@ -322,6 +322,7 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
     gc.freeze()
     collecting = gcpause.collecting()  # whether the collector ran before the parent's pauses (it is off now)
     gcpause.forget_holds()
+    memtune.forget_holds()
     kept: dict[int, list[Record]] = {}
     early: _Ready | None = None  # built before this process said which fabric tables it has rows of
 
@@ -446,22 +447,11 @@ class _Ready:
         dropped (the dumps' columns: ~230 MB)."""
         for i in list(kept):
             kept[i] = [r for r in kept[i] if _pl._table(r) in theirs]
-        _trim()
+        memtune.trim()  # the dumps' columns just dropped (glibc keeps a freed heap's pages otherwise)
         return _Ready(theirs, self.frames, self.counters)
 
 
 _COUNTER_TABLES = frozenset({"PortCounter", "PortCounterWide"})
-
-
-def _trim() -> None:
-    """Give the heap's free pages back to the system (glibc keeps the freed columns of a frame otherwise, and the
-    peak memory counts them); nothing without glibc."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results_fd: int, ready: _Ready | None,

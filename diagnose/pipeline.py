@@ -22,6 +22,7 @@ from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import FABRIC_LANE_READS, FABRIC_TABLES, all_extractors
 from diagnose.evidence.frames import build_frames
 from diagnose.gcpause import Pause
+from diagnose.memtune import MemoryHold
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
 from diagnose.models.records import ColumnBatch, Record
 from diagnose.parsers.base import SNIFF_THRESHOLD
@@ -537,12 +538,16 @@ def gather(
     # included, as it inherits the pause). The collector is paused until they are frozen (_findings) and
     # resumes, if it ran (see diagnose.gcpause: pauses on other threads overlap), for the extractors.
     pause = Pause()
+    # no transparent huge pages and no unmapping of freed columns while they are built (see diagnose.memtune); a
+    # forked child inherits both
+    memory = MemoryHold()
     try:
         return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill, pause)
     finally:
         spill.close()
         gc.unfreeze()  # what _gather froze goes back to the collector
         pause.release()
+        memory.release()
 
 
 def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from diagnose import forked as forking
-from diagnose import pipeline
+from diagnose import memtune, pipeline
 from diagnose.bundle import BundleError, LoadLimits
 from diagnose.models.records import ColumnBatch
 
@@ -490,13 +490,15 @@ def test_a_dump_truncated_while_the_child_maps_it_kills_the_child_not_the_triage
 def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_extractors(
         tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
     """gather pauses the cyclic collector from loading to the frozen frames, in this process and in the child it
-    forks (which inherits the pause), and each runs its extractors with it on again; it is on after the run."""
+    forks (which inherits the pause), and each runs its extractors with it on again; it is on after the run.
+    Transparent huge pages are off in both processes throughout (diagnose.memtune), and allowed again after."""
     seen = tmp_path / "seen"
     real_parse, real_run = pipeline._parse_file, pipeline._run_some
+    thp = memtune.thp_allowed()
 
     def note(what: str) -> None:
         with open(seen, "a") as fh:
-            fh.write(f"{what} {os.getpid()} {gc.isenabled()}\n")
+            fh.write(f"{what} {os.getpid()} {gc.isenabled()} {memtune.thp_allowed()}\n")
 
     def parse(*a: Any, **k: Any) -> Any:
         note("parse")
@@ -511,10 +513,12 @@ def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_ext
     assert gc.isenabled()
     pipeline.gather([_bundle(tmp_path, 6)], limits=FORKED, keep_records=False)
     assert gc.isenabled()
+    assert memtune.thp_allowed() is thp
     rows = [line.split() for line in seen.read_text().splitlines()]
-    assert {(what, on) for what, _, on in rows} == {("parse", "False"), ("extract", "True")}
-    assert len({pid for what, pid, _ in rows if what == "extract"}) == 2  # here and in the child
-    assert len({pid for what, pid, _ in rows if what == "parse"}) == 2
+    assert {(what, on) for what, _, on, _ in rows} == {("parse", "False"), ("extract", "True")}
+    assert len({pid for what, pid, _, _ in rows if what == "extract"}) == 2  # here and in the child
+    assert len({pid for what, pid, _, _ in rows if what == "parse"}) == 2
+    assert {allowed for *_, allowed in rows} == ({"False"} if thp is not None else {"None"})
     assert _reaped(children)
 
 
@@ -542,3 +546,5 @@ def test_a_collector_paused_by_the_caller_stays_paused_in_both_processes_and_a_f
     with pytest.raises(BundleError):
         pipeline.gather([tmp_path / "missing"], limits=SERIAL)
     assert gc.isenabled()
+    assert memtune.thp_allowed() is not False
+
