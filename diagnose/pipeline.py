@@ -326,16 +326,20 @@ def _run_some(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Findi
 
 
 def _private_mib() -> float:
-    """This process's private memory (what a forked child added to the machine's use), or its peak RSS where
-    /proc does not tell."""
+    """An upper bound of what a forked child adds to the machine's memory: its anonymous resident memory (the pages
+    it still shares with the parent count too), or its peak RSS where /proc does not tell. (Read from the kernel's
+    counters: the exact private share, from smaps_rollup, walks every page table, ~17 ms a call for a child holding
+    a 4,096-host fabric's columns.)"""
     try:
-        with open("/proc/self/smaps_rollup") as fh:
-            kib = sum(int(ln.split()[1]) for ln in fh if ln.startswith(("Private_Clean:", "Private_Dirty:")))
-        return kib / 1024
+        with open("/proc/self/status") as fh:
+            for ln in fh:
+                if ln.startswith("RssAnon:"):
+                    return int(ln.split()[1]) / 1024
     except (OSError, ValueError, IndexError):
-        import resource
+        pass
+    import resource
 
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @dataclass
