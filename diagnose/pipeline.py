@@ -489,8 +489,11 @@ def _merged(todo: list[tuple[str, Callable[[Context], list[Finding]]]],
 
 def _can_fork() -> bool:
     """Whether a child may be forked here: a POSIX process with no thread but this one (a fork copies only the
-    calling thread; a lock another thread holds, such as a stream's, would stay held in the child forever)."""
-    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
+    calling thread; a lock another thread holds, such as a stream's, would stay held in the child forever), or
+    threads that only wait for an earlier child to leave (they hold no lock)."""
+    here = threading.current_thread()
+    return hasattr(os, "fork") and (os.cpu_count() or 1) >= 2 and all(
+        t is here or isinstance(t, forked._Reaper) for t in threading.enumerate())
 
 
 _DEFAULT_NS_PER_BYTE = 40.0  # measured for the line parsers of ibstat, dmesg, NCCL logs (2026, this project's VM)

@@ -76,15 +76,21 @@ def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return pids
 
 
-def _reaped(pids: list[int]) -> bool:
+def _reaped(pids: list[int], within: float = 10.0) -> bool:
+    """Every child forked has been reaped (by gather, or by the thread it left to wait for a leaving child)."""
     assert pids, f"no child was forked; threads running: {[t.name for t in threading.enumerate()]}"
-    for pid in pids:
+    deadline = time.monotonic() + within
+    left = list(pids)
+    while left:
         try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
+            os.kill(left[0], 0)  # still there, if only as a zombie: not reaped yet
+        except ProcessLookupError:
+            left.pop(0)
             continue
-        return False
-    return bool(pids)
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _child_first(self: forking._ForkSecond) -> None:
@@ -215,6 +221,31 @@ def test_no_fork_while_another_thread_runs() -> None:
     finally:
         stop.set()
         t.join()
+
+
+def test_a_thread_waiting_for_a_leaving_child_does_not_stop_the_next_fork(
+        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+    """gather does not wait for its child's memory to be torn down: a thread reaps it. That thread holds no lock,
+    so a triage right after still forks (the service runs them back to back)."""
+    leaving = threading.Event()
+    real_wait = os.waitpid
+
+    def slow_wait(pid: int, options: int) -> tuple[int, int]:
+        if options == os.WNOHANG:
+            return 0, 0  # not gone yet, as when the kernel is still tearing it down
+        leaving.wait(10)
+        return real_wait(pid, options)
+
+    monkeypatch.setattr(forking.os, "waitpid", slow_wait)
+    bundle = _bundle(tmp_path, 6)
+    first = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    assert [t for t in threading.enumerate() if isinstance(t, forking._Reaper)]
+    assert pipeline._can_fork()
+    second = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    assert len(children) == 2
+    assert _findings(first) == _findings(second)
+    leaving.set()
+    assert _reaped(children)
 
 
 def _findings(ev: pipeline.Evidence) -> tuple[Any, ...]:
