@@ -181,6 +181,7 @@ _ATTRS = np.array(["Port", "Port extended"], dtype=object)
 _HDR_PREFIXES = (b"# Port counters: Lid ", b"# Port extended counters: Lid ")  # then `L port P` and a tail:
 _HDR_TAIL = re.compile(rb"(?: \([^)\n]*\))?[ \t]*")
 _CMD_PREFIX = b"$ perfquery "
+_CMD_CANON = b"$ perfquery -x -G 0x"  # the usual command up to its GUID's 16 hex digits (at most 32 bytes)
 # the -G argument of `$ perfquery` lines, one match per line (as _GUID_ARG_RE finds it, `[^\S\n]` for `\s` so
 # that no match runs into the next line; canonical GUIDs apart, they need no normalising)
 _CMD_GUID = re.compile(
@@ -549,15 +550,33 @@ def _run_lines(state: _Machine, data: bytes, words: _Words, starts: np.ndarray, 
     short = end - starts[rows] <= _MAX_KEY
     rows, end, cut = rows[short], end[short], cut[short]
     inv, first = _strings(words, starts[rows], end - starts[rows], cut)
+    kinds = np.zeros(len(first), dtype=np.int8)
+    guids = np.full(len(first), None, dtype=object)
+    # the usual command, `$ perfquery -x -G 0x<16 lower-case hex digits> <port>`, read as is (its -G argument is
+    # canonical: what _CMD_GUID's first group takes); the others, one regex call over their texts
+    f_start, f_end, f_cut = starts[rows[first]], end[first], cut[first]
+    canon = _canonical_cmds(words, f_start, f_end - f_start)
+    at = (f_start[canon] + len(_CMD_CANON) - 2).tolist()
+    kinds[canon] = 2
+    guids[canon] = [data[i:i + 18].decode("ascii") for i in at] if at else []
+    other = np.flatnonzero(~canon)
     text = b"\n".join([data[s:e] + (b" 1" if c else b"") for s, e, c in zip(
-        starts[rows[first]].tolist(), end[first].tolist(), cut[first].tolist(), strict=True)])
-    found = _CMD_GUID.findall(text.decode("utf-8", errors="replace"))
-    if len(found) == len(first):
-        kinds = np.array([2 if c or o or t else 0 for c, o, t in found], dtype=np.int8)
-        guids = np.array([c or (state.norm(o) if o else None) for c, o, _ in found], dtype=object)
+        f_start[other].tolist(), f_end[other].tolist(), f_cut[other].tolist(), strict=True)])
+    found = _CMD_GUID.findall(text.decode("utf-8", errors="replace")) if len(other) else []
+    if len(found) == len(other):
+        kinds[other] = [2 if c or o or t else 0 for c, o, t in found]
+        guids[other] = [c or (state.norm(o) if o else None) for c, o, _ in found]
         kind[rows] = kinds[inv]
         guid[rows] = guids[inv]
     return kind, ext, lid, port, guid
+
+
+def _canonical_cmds(words: _Words, pos: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Which commands (``size`` bytes at ``pos``, less a trailing port) are exactly ``$ perfquery -x -G 0x`` and 16
+    lower-case hex digits."""
+    ok = (size == len(_CMD_CANON) + 16) & _has_prefix(words.at(pos, 4), _CMD_CANON)
+    digits = words.at(pos + len(_CMD_CANON), 2).astype("<u8", copy=False).view(np.uint8).reshape(-1, 16)
+    return ok & (((digits >= 48) & (digits <= 57)) | ((digits >= 97) & (digits <= 102))).all(axis=1)
 
 
 def _special_lines(state: _Machine, data: bytes, words: _Words, idx: np.ndarray, starts: np.ndarray,
@@ -581,7 +600,7 @@ def _snapshots(cols: list[list]) -> np.ndarray:
     """For each block, how many earlier blocks have the same (attribute, lid, port, guid): ``snapshot``."""
     key = np.zeros(len(cols[0]), dtype=np.int64)
     for col in cols:
-        codes, uniq = pd.factorize(np.array(col, dtype=object), use_na_sentinel=False)
+        codes, uniq = pd.factorize(_column(col), use_na_sentinel=False)
         key, _ = pd.factorize(key * len(uniq) + codes)
     order = np.argsort(key, kind="stable")
     sk = key[order]
@@ -590,6 +609,16 @@ def _snapshots(cols: list[list]) -> np.ndarray:
     snap = np.empty(len(sk), dtype=np.int64)
     snap[order] = at - begin
     return snap
+
+
+def _column(values: list) -> np.ndarray:
+    """``values`` as an array to factorize: int64 when they all are ints (LIDs and ports, hashed ~5x faster than as
+    objects), else objects."""
+    if values and type(values[0]) is int:
+        ints = np.array(values)  # int64 only if every value is an int (None, floats or big ints: another dtype)
+        if ints.dtype == np.int64 and ints.ndim == 1:
+            return ints
+    return np.array(values, dtype=object)
 
 
 class _Machine:

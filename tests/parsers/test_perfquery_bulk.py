@@ -155,6 +155,13 @@ def _variants() -> dict[str, str]:
         v[name] = re.sub(r"PortXmitWait:\.+\d+", "PortXmitWait:." + digits, base, count=1)
     v["lid_long"] = base.replace("Lid 3 port", "Lid 123456789 port", 1)
     v["hdr_other_port"] = base.replace("port 2 (", "port 255 (", 2)
+    # the usual command is read without the regex only when its -G argument is exactly 0x and 16 lower-case hex
+    # digits; these are next to it and must not be taken for it
+    v["guid_upper"] = base.replace("-G 0xfc6a1c0300fa0002", "-G 0xFC6A1C0300FA0002")
+    v["guid_17_digits"] = base.replace("-G 0xfc6a1c0300fa0002", "-G 0xfc6a1c0300fa00021")
+    v["guid_not_hex"] = base.replace("-G 0xfc6a1c0300fa0002", "-G 0xfc6a1c0300fa000g")
+    v["guid_ends_line"] = base.replace("-G 0xfc6a1c0300fa0002 ", "-G 0xfc6a1c0300fa0002\n$ perfquery -x ")
+    v["guid_then_more"] = base.replace("-G 0xfc6a1c0300fa0002 3", "-G 0xfc6a1c0300fa0002 -x 3")
     v["non_ascii"] = base.replace("Fri Jun", "Fr\u00e9 Jun", 1).replace("-G 0xfc6a1c0300fa0002", "-G 0xfc6a1c0300fa0002\u00e9")
     return v
 
