@@ -101,3 +101,27 @@ def test_bulk_batches_are_the_concatenation_of_their_frames() -> None:
 
 def test_record_fields_cover_every_column() -> None:
     assert field_names(FabricLink) == tuple(f.name for f in dataclasses.fields(FabricLink))
+
+
+def test_row_batches_are_the_frame_of_their_joined_lists() -> None:
+    """A line parser's batches (Python lists, no line index): each column has the dtype pandas infers for the joined
+    values; a list of nothing but ints is made int64 without pandas' general check, so its edges are here."""
+    cases = {
+        "ints": [[1, 2], [3]],
+        "int_and_bool": [[1, 2], [True]],
+        "bool_first": [[True, 1], [2]],
+        "int_and_none": [[1, None], [3]],
+        "int_and_float": [[1, 2], [2.5]],
+        "beyond_int64": [[1, 2**70], [3]],
+        "numpy_int_inside": [[1, np.int64(2)], [3]],
+        "ints_in_one_batch_text_in_the_next": [[1, 2], ["x"]],
+        "text": [["a", None], ["b"]],
+    }
+    for name, parts in cases.items():
+        batches = [ColumnBatch(source="f", line=1, text="", table="Rows", columns={"v": p, "k": list(range(len(p)))})
+                   for p in parts]
+        joined = [v for p in parts for v in p]
+        want = pd.DataFrame({"v": joined, "k": [k for p in parts for k in range(len(p))]})
+        _same(build_frames(batches)["Rows"], want)
+        _same(build_frames(batches[:1])["Rows"], pd.DataFrame({"v": parts[0], "k": list(range(len(parts[0])))}))
+        assert build_frames(batches)["Rows"]["v"].dtype == want["v"].dtype, name

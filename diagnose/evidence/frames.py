@@ -55,14 +55,34 @@ def _converted(raw: np.ndarray) -> np.ndarray | object:
     """What ``from_records`` makes of one column of Python values. A column of nothing but Python ints (line
     numbers, ports, LIDs) becomes int64, which pandas reaches through a slower general-purpose check of every
     value; ints beyond int64 take pandas' own way."""
-    if len(raw) and type(raw[0]) is int and set(map(type, raw)) == {int}:
-        try:
-            return raw.astype(np.int64)
-        except OverflowError:
-            pass
+    ints = _ints(raw)
+    if ints is not None:
+        return ints
     if convert_object_array is None:  # pragma: no cover - the same conversion, through the public API
         return pd.DataFrame.from_records([(v,) for v in raw.tolist()], columns=["x"])["x"].array
     return convert_object_array([raw], dtype=None)[0]
+
+
+def _ints(values: np.ndarray | list[object]) -> np.ndarray | None:
+    """``values`` as int64 when they are all Python ints within int64 (what pandas infers for them, through a general
+    check of every value that costs ~5x more: 38 ms for a 200k-row column), else None."""
+    if not len(values) or type(values[0]) is not int or set(map(type, values)) != {int}:
+        return None
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:  # beyond int64: pandas' own way
+        return None
+
+
+def _columns(columns: dict[str, object]) -> dict[str, object]:
+    """A line parser's columns with each list of nothing but ints as the int64 array pandas would make of it."""
+    out = dict(columns)
+    for name, values in columns.items():
+        if isinstance(values, list):
+            ints = _ints(values)
+            if ints is not None:
+                out[name] = ints
+    return out
 
 
 def _indexed_frame(run: list[ColumnBatch]) -> pd.DataFrame:
@@ -100,7 +120,7 @@ def _rows_frame(run: list[ColumnBatch]) -> pd.DataFrame:
     it for records (a column that is all None in one chunk and strings in the next is still a string column, as it
     would be had the file been read in one piece)."""
     if len(run) == 1:
-        return pd.DataFrame(run[0].columns)
+        return pd.DataFrame(_columns(run[0].columns))
     columns: dict[str, object] = {}
     for name in run[0].columns:
         parts = [b.columns[name] for b in run]
@@ -111,7 +131,7 @@ def _rows_frame(run: list[ColumnBatch]) -> pd.DataFrame:
             for p in parts:
                 joined += p.tolist() if isinstance(p, np.ndarray) else p  # type: ignore[operator]
             columns[name] = joined
-    return pd.DataFrame(columns)
+    return pd.DataFrame(_columns(columns))
 
 
 def factorize_runs(values: np.ndarray, sort: bool = False, use_na_sentinel: bool = True) -> tuple[np.ndarray, np.ndarray]:
