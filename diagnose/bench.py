@@ -499,7 +499,7 @@ class ScaleRow:
     wall_s: float
     floor_s: float
     peak_mib: float  # the triage's processes together: their summed proportional set size at its highest
-    rss_bound_mib: float  # the triage's own peak RSS plus its children's private memory (an upper bound)
+    rss_bound_mib: float  # the triage's own peak RSS plus its children's peak RSS (an upper bound)
     top_cause: str
     located: bool
     wall_runs: list[float] = field(default_factory=list)  # every timed triage (wall_s is their median)
@@ -524,7 +524,7 @@ ev = gather([d], keep_records=False)  # what triage() does, keeping the evidence
 r = infer(load_catalog(), ev.findings, ev.symptoms, ev.formats, ev.files)
 wall = time.perf_counter() - t
 top = r.causes[0] if r.causes else None
-# the triage's own peak plus the private memory of the children it forked (an upper bound of them together)
+# the triage's own peak plus the peak RSS of the children it forked (an upper bound of them together)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + ev.second_core_peak_mib
 print(json.dumps({"wall": wall, "floor": floor, "rss": rss,
                   "top": top.id if top else "", "where": top.location.label() if top else ""}))

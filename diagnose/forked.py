@@ -96,8 +96,10 @@ class _ForkSecond:
             finally:
                 # the parent reads the results pipe to its end before it goes on: closed here, its end comes now,
                 # not once the kernel has torn down this process's memory (~0.08 s for a 4,096-host fabric's)
-                os.close(rw)
-                os._exit(code)
+                try:
+                    os.close(rw)
+                finally:  # whatever the close raises (an error, a signal), this process leaves here
+                    os._exit(code)
         os.close(jr)
         os.close(rw)
         return cls(pid, jw, rr, files, bulk, claims, costs, own_fabric, where)
@@ -276,27 +278,47 @@ class _ForkSecond:
 
 def _reap(pid: int) -> None:
     """Reap the child ``pid``, which has closed its pipes and is leaving: at once if it is gone, else from a thread
-    that waits for it (the kernel tearing down a child's memory takes as long as this process's next steps)."""
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return
-    except ChildProcessError:
+    that waits for it (the kernel tearing down a child's memory takes as long as this process's next steps), or
+    here if no thread can be started."""
+    if _gone(pid):
         return
-    _Reaper(pid).start()
+    try:
+        _Reaper(pid).start()
+    except RuntimeError:  # no thread to be had (a process or memory limit)
+        _wait(pid)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
+
+
+def _wait(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 class _Reaper(threading.Thread):
-    """Waits for one leaving child. It holds no lock, so a fork while it waits is safe (``_can_fork``)."""
+    """Waits for one leaving child (see :func:`join_reapers`)."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(name=f"diagnose-reap-{pid}", daemon=True)
         self.pid = pid
 
     def run(self) -> None:
-        try:
-            os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass
+        _wait(self.pid)
+
+
+def join_reapers() -> None:
+    """Wait until the children left to :class:`_Reaper` threads are reaped (each thread ends with its child's exit),
+    so that a fork after it forks a process with one thread."""
+    for t in threading.enumerate():
+        if isinstance(t, _Reaper):
+            t.join()
 
 
 class _Claims:
@@ -348,7 +370,7 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
     gc.freeze()
     collecting = gcpause.collecting()  # whether the collector ran before the parent's pauses (it is off now)
     gcpause.forget_holds()
-    memtune.forget_holds()
+    memtune.tune_child()  # no huge pages, freed columns reused: this process only (see diagnose.memtune)
     kept: dict[int, list[Record]] = {}
     early: _Ready | None = None  # built before this process said which fabric tables it has rows of
 
@@ -364,7 +386,7 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
                     kept[i] = owned
                     early = None  # rows it was not built with
             parts.append(part)
-        mib = _pl._private_mib()
+        mib = _pl._peak_mib()
         for part in parts:
             part.second_core_peak_mib = mib
         try:
@@ -509,7 +531,7 @@ def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results
         if collecting:  # (paused since the fork, as the parent pauses it while parsing)
             gc.enable()
         out = _pl._run_some(ctx, [(n, f) for n, f in _pl.all_extractors() if n in FABRIC_LANE])
-        path = _pl._leave((out, _pl._private_mib()), where)
+        path = _pl._leave((out, _pl._peak_mib()), where)
     except Exception:  # noqa: BLE001 - this process then runs them on what it parses again
         path = "-"
     os.write(results_fd, f"lane {path}\n".encode())

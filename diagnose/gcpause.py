@@ -9,42 +9,50 @@ the collector off for good, or turning it on under a hold still in progress.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from diagnose.holds import Hold, Switch
+_lock = threading.Lock()
+_holders = 0
+_resume = False  # whether the collector ran when the first of the current holds was taken
 
 
-def _pause() -> bool:
-    was = gc.isenabled()
-    gc.disable()
-    return was
-
-
-def _resume(was: bool) -> None:
-    if was:
-        gc.enable()
-
-
-_switch = Switch(_pause, _resume)
-
-
-class Pause(Hold):
+class Pause:
     """One hold on the pause, taken when made; :meth:`release` gives it back (once: again is a no-op)."""
 
     def __init__(self) -> None:
-        super().__init__(_switch)
+        global _holders, _resume
+        with _lock:
+            if _holders == 0:
+                _resume = gc.isenabled()
+                gc.disable()
+            _holders += 1
+        self._held = True
+
+    def release(self) -> None:
+        global _holders
+        with _lock:
+            if not self._held:
+                return
+            self._held = False
+            _holders -= 1
+            if _holders == 0 and _resume:
+                gc.enable()
 
 
 def collecting() -> bool:
     """Whether the collector would run if no hold were taken (what the last release will restore)."""
-    return bool(_switch.saved(gc.isenabled))
+    with _lock:
+        return _resume if _holders else gc.isenabled()
 
 
 def forget_holds() -> None:
     """In a forked child: the parent's holds stay the parent's (they are never released here). The collector is left
     as it is (off, if the parent held a pause); the child's own holds are counted from none, and restore that."""
-    _switch.forget_holds()
+    global _lock, _holders
+    _lock = threading.Lock()  # (a fork copies only the calling thread; a lock another thread held stays held)
+    _holders = 0
 
 
 @contextmanager

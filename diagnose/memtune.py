@@ -1,107 +1,90 @@
-"""How the process gets memory from the kernel while a triage runs, shared by every thread.
+"""How the forked parse child gets memory from the kernel.
 
-A triage of a 4,096-host fabric builds and drops a few GB of short-lived columns (tens of MB each), most of them in
-the parse child. Two defaults made the kernel's share of that work large, and slow when the other process was busy:
+The child of a large triage (:mod:`diagnose.forked`) parses the counter dumps and builds their frames, the counter
+table and the fabric graph: at 4,096 hosts it builds and drops a few GB of columns of tens of MB each. Two defaults
+made the kernel's share of that work large, and slow when the other process was busy:
 
 * **Transparent huge pages.** NumPy advises the kernel to back every array of 4 MB or more with huge pages
   (``madvise(MADV_HUGEPAGE)``). Where the kernel's THP defrag setting is ``madvise`` (the kernel's default), a fault
   in such an array may compact memory synchronously to find a free 2 MB page, and zeroes all of it. The arrays are
   read once or twice each, so the fewer TLB misses never paid for those faults. Off: the process's
-  ``PR_SET_THP_DISABLE`` flag (prctl(2)), which a forked child inherits.
+  ``PR_SET_THP_DISABLE`` flag (prctl(2)).
 * **glibc returning large blocks at once.** Blocks above glibc's mmap threshold (at most 32 MB, however it adapts)
   are mapped for each allocation and unmapped when freed, so every column of that size faults in fresh zeroed pages,
-  however many times the same size was freed just before. While held, the threshold is 1 GiB and the heap is not
-  trimmed when freed (``mallopt``): a freed column's pages are reused by the next. The last release gives the free
-  pages back (``malloc_trim``) and sets glibc's default thresholds again (128 KiB, fixed from then on: glibc adapts
-  them only until they are first set).
+  however many times the same size was freed just before. In the child the threshold is 1 GiB and the heap is not
+  trimmed when freed (``mallopt``): a freed column's pages are reused by the next.
 
-Measured in 8 alternating pairs of 4,096-host triages: the child's kernel time 1.1-1.5 s -> 0.7-0.9 s, the median
-wall time 5.8 -> 5.4 s (7 pairs of 8 faster), and the peak memory of both processes unchanged (1.36-1.38 GB).
-Huge pages off alone, or the heap settings alone, gained less than the noise.
+Measured in 8 alternating pairs of 4,096-host triages, with both processes tuned: the child's kernel time 1.1-1.5 s
+-> 0.7-0.9 s, the median wall time 5.8 -> 5.4 s (7 pairs of 8 faster), and the peak memory of both processes
+unchanged (1.36-1.38 GB); huge pages off alone, or the heap settings alone, gained less than the noise. The triage
+process's own kernel time stayed at ~0.5 s either way, so only the child is tuned now: its kernel time 1.2-1.6 s ->
+0.8 s in 8 more pairs (in a slow spell: medians 6.0 -> 5.9 s).
 
-Holds are counted (:mod:`diagnose.holds`): the first notes whether huge pages were allowed and sets both, the last
-restores them. Each part does nothing where the system has no such call (not Linux, not glibc).
+Only the child is tuned, at its start, and it is never set back: the child runs one thread, starts no program and
+leaves when its work is done. The settings are process-wide and some cannot be restored (glibc stops adapting its
+thresholds once they are set, and a program started under the THP flag keeps it), so the triage process, which may
+be a long-running service with other threads and other work, keeps its own. Each part does nothing where the system
+has no such call (not Linux, not glibc).
 """
 
 from __future__ import annotations
 
-import ctypes
 import sys
+from functools import cache
 from typing import Any
-
-from diagnose.holds import Hold, Switch
 
 _PR_SET_THP_DISABLE = 41
 _PR_GET_THP_DISABLE = 42
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-HELD_MMAP_THRESHOLD = 1 << 30  # no block a triage allocates is mapped on its own
-HELD_TRIM_THRESHOLD = (1 << 31) - 1  # (an int): the heap is trimmed only at the last release
-DEFAULT_THRESHOLD = 128 * 1024  # glibc's default for both
+CHILD_MMAP_THRESHOLD = 1 << 30  # no block the child allocates is mapped on its own
+OLD_GLIBC_MMAP_THRESHOLD = 32 << 20  # the most a glibc older than 2.35 or so accepts
+CHILD_TRIM_THRESHOLD = (1 << 31) - 1  # (an int): never trimmed on free; forked.py trims once, explicitly
 
 
+@cache
 def _libc() -> Any | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
+        import ctypes
+
         return ctypes.CDLL(None, use_errno=True)
-    except OSError:
+    except (ImportError, OSError):
         return None
-
-
-_c = _libc()
-_prctl = getattr(_c, "prctl", None)
-_mallopt = getattr(_c, "mallopt", None)
-_malloc_trim = getattr(_c, "malloc_trim", None)
 
 
 def thp_allowed() -> bool | None:
     """Whether this process may get transparent huge pages (None: no way to tell here)."""
-    if _prctl is None:
+    libc = _libc()
+    prctl = getattr(libc, "prctl", None)
+    if prctl is None:
         return None
-    got = _prctl(_PR_GET_THP_DISABLE, 0, 0, 0, 0)
+    got = prctl(_PR_GET_THP_DISABLE, 0, 0, 0, 0)
     return None if got < 0 else got == 0
 
 
-def _set_thp(allowed: bool) -> bool:
-    return _prctl is not None and _prctl(_PR_SET_THP_DISABLE, 0 if allowed else 1, 0, 0, 0) == 0
+def tune_child() -> None:
+    """In the forked child, once, before it parses: no transparent huge pages, and freed large blocks kept for reuse
+    (see the module docstring). Never call it in a process that goes on with other work."""
+    libc = _libc()
+    if libc is None:
+        return
+    import ctypes
 
-
-def _set_heap(mmap_threshold: int, trim_threshold: int) -> None:
-    if _mallopt is not None:
-        _mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(mmap_threshold))
-        _mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(trim_threshold))
+    prctl = getattr(libc, "prctl", None)
+    if prctl is not None:
+        prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is not None:
+        if not mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(CHILD_MMAP_THRESHOLD)):
+            mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(OLD_GLIBC_MMAP_THRESHOLD))
+        mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(CHILD_TRIM_THRESHOLD))
 
 
 def trim() -> None:
     """Give the heap's free pages back to the system (nothing without glibc)."""
-    if _malloc_trim is not None:
-        _malloc_trim(0)
-
-
-def _apply() -> bool:
-    restore_thp = thp_allowed() is True and _set_thp(False)
-    _set_heap(HELD_MMAP_THRESHOLD, HELD_TRIM_THRESHOLD)
-    return restore_thp
-
-
-def _restore(restore_thp: bool) -> None:
-    if restore_thp:
-        _set_thp(True)
-    _set_heap(DEFAULT_THRESHOLD, DEFAULT_THRESHOLD)
-    trim()
-
-
-_switch = Switch(_apply, _restore)
-
-
-class MemoryHold(Hold):
-    """One hold on the triage's memory settings, taken when made; :meth:`release` gives it back (once)."""
-
-    def __init__(self) -> None:
-        super().__init__(_switch)
-
-
-def forget_holds() -> None:
-    """In a forked child: the parent's holds stay the parent's; the settings are left as the fork copied them."""
-    _switch.forget_holds()
+    libc = _libc()
+    malloc_trim = getattr(libc, "malloc_trim", None)
+    if malloc_trim is not None:
+        malloc_trim(0)

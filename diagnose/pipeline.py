@@ -22,7 +22,6 @@ from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import FABRIC_LANE_READS, FABRIC_TABLES, all_extractors
 from diagnose.evidence.frames import build_frames
 from diagnose.gcpause import Pause
-from diagnose.memtune import MemoryHold
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
 from diagnose.models.records import ColumnBatch, Record
 from diagnose.parsers.base import SNIFF_THRESHOLD
@@ -325,7 +324,7 @@ def _run_some(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Findi
     return out
 
 
-def _private_mib() -> float:
+def _peak_mib() -> float:
     """An upper bound of the memory a forked child added to the machine's use: its peak resident set (the pages it
     still shares with its parent, and those of the files it maps, count too). A kernel counter, cheap to read: the
     exact private share (smaps_rollup) walks every page table, ~17 ms a call in a child holding a 4,096-host
@@ -344,7 +343,7 @@ class _Lane:
     todo: list[tuple[str, Callable[[Context], list[Finding]]]]
 
     def collect(self, ctx: Context) -> tuple[dict[str, tuple[list[Finding], str | None]], float]:
-        """The child's results (and its private memory in MiB); the extractors run here if it failed."""
+        """The child's results (and its peak memory in MiB); the extractors run here if it failed."""
         try:
             _, status = os.waitpid(self.pid, 0)
             if os.waitstatus_to_exitcode(status) != 0:
@@ -385,7 +384,7 @@ def _fork_lane(ctx: Context, todo: list[tuple[str, Callable[[Context], list[Find
         code = 1
         try:
             os.close(fd)
-            _leave((_run_some(ctx, todo), _private_mib()), where, path)
+            _leave((_run_some(ctx, todo), _peak_mib()), where, path)
             code = 0
         finally:
             os._exit(code)
@@ -482,11 +481,11 @@ def _merged(todo: list[tuple[str, Callable[[Context], list[Finding]]]],
 
 def _can_fork() -> bool:
     """Whether a child may be forked here: a POSIX process with no thread but this one (a fork copies only the
-    calling thread; a lock another thread holds, such as a stream's, would stay held in the child forever), or
-    threads that only wait for an earlier child to leave (they hold no lock)."""
-    here = threading.current_thread()
-    return hasattr(os, "fork") and (os.cpu_count() or 1) >= 2 and all(
-        t is here or isinstance(t, forked._Reaper) for t in threading.enumerate())
+    calling thread; a lock another thread holds, such as a stream's, would stay held in the child forever). The
+    threads reaping earlier children are waited for first: each ends when the kernel has freed its child (a triage
+    right after another waits up to ~0.1 s for that)."""
+    forked.join_reapers()
+    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
 
 
 _DEFAULT_NS_PER_BYTE = 40.0  # measured for the line parsers of ibstat, dmesg, NCCL logs (2026, this project's VM)
@@ -538,16 +537,12 @@ def gather(
     # included, as it inherits the pause). The collector is paused until they are frozen (_findings) and
     # resumes, if it ran (see diagnose.gcpause: pauses on other threads overlap), for the extractors.
     pause = Pause()
-    # no transparent huge pages and no unmapping of freed columns while they are built (see diagnose.memtune); a
-    # forked child inherits both
-    memory = MemoryHold()
     try:
         return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill, pause)
     finally:
         spill.close()
         gc.unfreeze()  # what _gather froze goes back to the collector
         pause.release()
-        memory.release()
 
 
 def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,

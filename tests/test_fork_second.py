@@ -223,29 +223,39 @@ def test_no_fork_while_another_thread_runs() -> None:
         t.join()
 
 
-def test_a_thread_waiting_for_a_leaving_child_does_not_stop_the_next_fork(
+def test_gather_does_not_wait_for_its_child_to_be_freed_and_the_next_triage_still_forks(
         tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
-    """gather does not wait for its child's memory to be torn down: a thread reaps it. That thread holds no lock,
-    so a triage right after still forks (the service runs them back to back)."""
-    leaving = threading.Event()
-    real_wait = os.waitpid
+    """The child closes its results pipe before it leaves, and a thread reaps it: gather returns while the kernel
+    still frees the child. A triage right after waits for that thread (a fork copies one thread) and forks."""
+    real_run = forking._Reaper.run
 
-    def slow_wait(pid: int, options: int) -> tuple[int, int]:
-        if options == os.WNOHANG:
-            return 0, 0  # not gone yet, as when the kernel is still tearing it down
-        leaving.wait(10)
-        return real_wait(pid, options)
+    def slow_run(self: forking._Reaper) -> None:
+        time.sleep(0.3)  # as a child with much memory to free
+        real_run(self)
 
-    monkeypatch.setattr(forking.os, "waitpid", slow_wait)
+    monkeypatch.setattr(forking, "_gone", lambda pid: False)  # not gone yet, as when the kernel is still freeing it
+    monkeypatch.setattr(forking._Reaper, "run", slow_run)
     bundle = _bundle(tmp_path, 6)
     first = pipeline.gather([bundle], limits=FORKED, keep_records=False)
-    assert [t for t in threading.enumerate() if isinstance(t, forking._Reaper)]
-    assert pipeline._can_fork()
+    assert [t for t in threading.enumerate() if isinstance(t, forking._Reaper)]  # returned before the child was reaped
     second = pipeline.gather([bundle], limits=FORKED, keep_records=False)
     assert len(children) == 2
     assert _findings(first) == _findings(second)
-    leaving.set()
     assert _reaped(children)
+
+
+def test_a_child_is_reaped_here_when_no_thread_can_be_started(
+        tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
+    def no_thread(self: forking._Reaper) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(forking, "_gone", lambda pid: False)
+    monkeypatch.setattr(forking._Reaper, "start", no_thread)
+    bundle = _bundle(tmp_path, 6)
+    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
+    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    assert _findings(forked) == _findings(serial)
+    assert _reaped(children, within=0)  # waited for in gather
 
 
 def _findings(ev: pipeline.Evidence) -> tuple[Any, ...]:
@@ -522,7 +532,7 @@ def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_ext
         tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
     """gather pauses the cyclic collector from loading to the frozen frames, in this process and in the child it
     forks (which inherits the pause), and each runs its extractors with it on again; it is on after the run.
-    Transparent huge pages are off in both processes throughout (diagnose.memtune), and allowed again after."""
+    The child alone parses without transparent huge pages (diagnose.memtune): this process keeps its own."""
     seen = tmp_path / "seen"
     real_parse, real_run = pipeline._parse_file, pipeline._run_some
     thp = memtune.thp_allowed()
@@ -549,7 +559,8 @@ def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_ext
     assert {(what, on) for what, _, on, _ in rows} == {("parse", "False"), ("extract", "True")}
     assert len({pid for what, pid, _, _ in rows if what == "extract"}) == 2  # here and in the child
     assert len({pid for what, pid, _, _ in rows if what == "parse"}) == 2
-    assert {allowed for *_, allowed in rows} == ({"False"} if thp is not None else {"None"})
+    assert {allowed for _, pid, _, allowed in rows if pid != str(os.getpid())} == {"False" if thp is not None else "None"}
+    assert {allowed for _, pid, _, allowed in rows if pid == str(os.getpid())} == {str(thp)}
     assert _reaped(children)
 
 
@@ -577,5 +588,4 @@ def test_a_collector_paused_by_the_caller_stays_paused_in_both_processes_and_a_f
     with pytest.raises(BundleError):
         pipeline.gather([tmp_path / "missing"], limits=SERIAL)
     assert gc.isenabled()
-    assert memtune.thp_allowed() is not False
 

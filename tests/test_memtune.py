@@ -1,90 +1,38 @@
-"""The triage's memory settings: no transparent huge pages and freed large blocks kept for reuse, as counted holds
-that restore what the process had before the first."""
+"""The forked parse child's memory settings: no transparent huge pages, and freed large blocks kept for reuse. They
+are the child's alone (process-wide, some not restorable), so each check runs in a forked process of its own."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import resource
-import threading
 
 import numpy as np
 import pytest
 
 from diagnose import memtune
-from diagnose.memtune import MemoryHold, thp_allowed
-
-pytestmark = pytest.mark.skipif(thp_allowed() is None, reason="no PR_GET_THP_DISABLE here")
 
 
-@pytest.fixture(autouse=True)
-def _allowed() -> None:
-    memtune._set_thp(True)
-    yield
-    memtune._set_thp(True)
-
-
-@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
-def test_overlapping_holds_allow_them_again_at_the_last_release_whatever_the_order(order: tuple[int, ...]) -> None:
-    holds = [MemoryHold(), MemoryHold(), MemoryHold()]
-    assert thp_allowed() is False
-    for k, i in enumerate(order):
-        holds[i].release()
-        holds[i].release()  # again: no effect
-        assert thp_allowed() is (k == len(order) - 1)
-
-
-def test_a_process_that_had_them_off_keeps_them_off() -> None:
-    memtune._set_thp(False)
-    hold = MemoryHold()
-    hold.release()
-    assert thp_allowed() is False
-
-
-def test_holds_on_many_threads_leave_them_as_they_were() -> None:
-    start = threading.Barrier(8)
-    seen: list[bool | None] = []
-
-    def work() -> None:
-        start.wait()
-        for _ in range(200):
-            hold = MemoryHold()
-            seen.append(thp_allowed())
-            hold.release()
-
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert set(seen) == {False}
-    assert thp_allowed() is True
-
-
-def test_a_forked_child_inherits_the_flag_and_counts_its_own_holds() -> None:
-    hold = MemoryHold()
+def _in_child(check: object) -> bytes:
+    """Run ``check()`` (returning a few bytes) in a forked process; its answer, or the error it raised."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: off as inherited; its own hold released leaves it off (the parent's hold is not its)
+    if pid == 0:
         try:
-            memtune.forget_holds()
-            mine = MemoryHold()
-            mine.release()
-            os.write(w, b"off" if thp_allowed() is False else b"on")
+            os.close(r)
+            try:
+                out = check()  # type: ignore[operator]
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                out = f"error {exc!r}".encode()
+            os.write(w, out)
         finally:
             os._exit(0)
     os.close(w)
-    got = os.read(r, 8)
+    chunks = []
+    while chunk := os.read(r, 4096):
+        chunks.append(chunk)
     os.close(r)
     os.waitpid(pid, 0)
-    hold.release()
-    assert got == b"off"
-    assert thp_allowed() is True
-
-
-def _rss_pages() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1])
+    return b"".join(chunks)
 
 
 def _faults_of_a_64mb_column() -> int:
@@ -95,17 +43,48 @@ def _faults_of_a_64mb_column() -> int:
     return got
 
 
-@pytest.mark.skipif(memtune._mallopt is None, reason="not glibc")
-def test_a_freed_large_column_is_reused_while_held_and_given_back_after() -> None:
+@pytest.mark.skipif(memtune.thp_allowed() is None, reason="no PR_GET_THP_DISABLE here")
+def test_the_tuned_process_gets_no_huge_pages_and_others_keep_theirs() -> None:
+    allowed = memtune.thp_allowed()
+
+    def check() -> bytes:
+        memtune.tune_child()
+        return str(memtune.thp_allowed()).encode()
+
+    assert _in_child(check) == b"False"
+    assert memtune.thp_allowed() is allowed  # this process's own flag is untouched
+
+
+@pytest.mark.skipif(memtune._libc() is None or not hasattr(memtune._libc(), "mallopt"), reason="not glibc")
+def test_a_freed_large_column_is_reused_in_the_tuned_process() -> None:
     pages = (64 << 20) // os.sysconf("SC_PAGE_SIZE")
-    memtune._set_thp(False)  # faults counted in pages of one size throughout
-    assert _faults_of_a_64mb_column() > pages // 2  # glibc maps a block this large and unmaps it when freed
-    hold = MemoryHold()
-    try:
-        _faults_of_a_64mb_column()  # the heap grows once
-        assert _faults_of_a_64mb_column() < pages // 10  # then its freed pages are reused
-        kept = _rss_pages()
-    finally:
-        hold.release()
-    assert kept - _rss_pages() > pages // 2  # the last release gave them back
-    assert _faults_of_a_64mb_column() > pages // 2  # and a block this large is mapped on its own again
+
+    def faults(tuned: bool) -> bytes:
+        def check() -> bytes:
+            if tuned:
+                memtune.tune_child()
+            else:  # the same page size as the tuned process, glibc's defaults
+                memtune._libc().prctl(memtune._PR_SET_THP_DISABLE, 1, 0, 0, 0)
+            _faults_of_a_64mb_column()  # the heap grows once (tuned), or the block is mapped and unmapped
+            return str(_faults_of_a_64mb_column()).encode()
+        return _in_child(check)
+
+    assert int(faults(tuned=False)) > pages // 2  # glibc maps a block this large on its own, and unmaps it when freed
+    assert int(faults(tuned=True)) < pages // 10  # kept in the heap: its pages are reused
+
+
+def test_trim_gives_freed_pages_back() -> None:
+    def check() -> bytes:
+        memtune.tune_child()
+        col = np.ones(8 << 20, dtype=np.int64)
+        del col  # kept in the heap (not trimmed on free)
+        with open("/proc/self/statm") as fh:
+            kept = int(fh.read().split()[1])
+        memtune.trim()
+        with open("/proc/self/statm") as fh:
+            after = int(fh.read().split()[1])
+        return str(kept - after).encode()
+
+    if memtune._libc() is None or not hasattr(memtune._libc(), "malloc_trim"):
+        pytest.skip("not glibc")
+    assert int(_in_child(check)) > (64 << 20) // os.sysconf("SC_PAGE_SIZE") // 2
