@@ -14,7 +14,7 @@ try:  # what DataFrame.from_records converts each object column with (private: a
 except ImportError:  # pragma: no cover - depends on the pandas version
     convert_object_array = None
 
-from diagnose.models.records import ColumnBatch, Record, field_names
+from diagnose.models.records import ColumnBatch, Record, field_names, int64_column
 
 
 def build_frames(records: list[Record]) -> dict[str, pd.DataFrame]:
@@ -55,7 +55,7 @@ def _converted(raw: np.ndarray) -> np.ndarray | object:
     """What ``from_records`` makes of one column of Python values. A column of nothing but Python ints (line
     numbers, ports, LIDs) becomes int64, which pandas reaches through a slower general-purpose check of every
     value; ints beyond int64 take pandas' own way."""
-    ints = _ints(raw)
+    ints = int64_column(raw)
     if ints is not None:
         return ints
     if convert_object_array is None:  # pragma: no cover - the same conversion, through the public API
@@ -63,23 +63,12 @@ def _converted(raw: np.ndarray) -> np.ndarray | object:
     return convert_object_array([raw], dtype=None)[0]
 
 
-def _ints(values: np.ndarray | list[object]) -> np.ndarray | None:
-    """``values`` as int64 when they are all Python ints within int64 (what pandas infers for them, through a general
-    check of every value that costs ~5x more: 38 ms for a 200k-row column), else None."""
-    if not len(values) or type(values[0]) is not int or set(map(type, values)) != {int}:
-        return None
-    try:
-        return np.array(values, dtype=np.int64)
-    except OverflowError:  # beyond int64: pandas' own way
-        return None
-
-
 def _columns(columns: dict[str, object]) -> dict[str, object]:
     """A line parser's columns with each list of nothing but ints as the int64 array pandas would make of it."""
     out = dict(columns)
     for name, values in columns.items():
         if isinstance(values, list):
-            ints = _ints(values)
+            ints = int64_column(values)
             if ints is not None:
                 out[name] = ints
     return out

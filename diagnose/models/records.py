@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
+
 TEXT_CLIP = 240
 
 
@@ -134,6 +136,18 @@ class LineIndex:
         except OSError:
             return [""] * len(lines)
         return out
+
+
+def int64_column(values: list[Any] | np.ndarray) -> np.ndarray | None:
+    """``values`` as int64 when they are all Python ints within int64, else None: what pandas infers for such a
+    column, without its general check of every value (~5x slower: 38 ms for 200k values), and what it hashes
+    ~5x faster than the same ints as objects."""
+    if not len(values) or type(values[0]) is not int or set(map(type, values)) != {int}:
+        return None
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:  # beyond int64
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
