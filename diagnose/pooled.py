@@ -42,11 +42,9 @@ class _Spilled:
 
 def _parse_part(bf: BundleFile, limits: LoadLimits, spill_dir: str | None = None) -> _pl.Evidence | _Spilled:
     """One file parsed into its own Evidence (in the second process); left in ``spill_dir`` when given."""
-    import resource
-
     part = _pl.Evidence()
     _pl._parse_file(bf, part, limits)
-    part.second_core_peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    part.second_core_peak_mib = _pl._peak_mib()
     if spill_dir is None:
         return part
     try:
