@@ -21,11 +21,12 @@ from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import FABRIC_LANE_READS, FABRIC_TABLES, all_extractors
 from diagnose.evidence.frames import build_frames
+from diagnose.evidence.scan import scan
 from diagnose.gcpause import Pause
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
 from diagnose.models.records import ColumnBatch, Record
 from diagnose.parsers.base import SNIFF_THRESHOLD
-from diagnose.symptoms import FINDING_SYMPTOMS, from_text, text_records
+from diagnose.symptoms import FINDING_SYMPTOMS, SYMPTOM_SOURCE, from_text, text_records
 
 if not structlog.is_configured():  # library use: quiet by default; the CLI and service configure their own
     from diagnose.logging_setup import configure
@@ -161,15 +162,20 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
         return
     sn = _sniff(bf)
     if not sn.formats:
-        ev.files.append(FileEntry(path=bf.path, format="unknown", records=0,
+        # no parser claims it: its known messages still count (a pasted fragment, a tool nothing reads yet)
+        hits = _settled(scan(bf.text, bf.path, bf.host_hint) if bf.stream is None else _scan_large(bf, limits), [])
+        ev.records.extend(hits)
+        ev.files.append(FileEntry(path=bf.path, format="messages" if hits else "unknown", records=len(hits),
                                   problem="; ".join(bf.problems) or None))
         return
     problems = list(bf.problems)
     mods = [parsers.by_format(f) for f in sn.formats]
     n = 0
+    first = len(ev.records)
     if bf.stream is None:
         for mod in mods:
             n += _run_parser(mod, bf.text, bf, ev, problems)
+        ev.records.extend(_settled(scan(bf.text, bf.path, bf.host_hint), ev.records[first:]))
     else:
         # a large file: line-oriented formats are parsed chunk by chunk (memory bounded by the chunk size),
         # the others see the head and tail of the file
@@ -183,6 +189,8 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
                 try:
                     for mod in bulk:
                         n += _run_bulk(mod, data, bf, ev, problems)
+                    if not [m for m in mods if getattr(m, "STREAMABLE", False) and m not in bulk]:
+                        ev.records.extend(_settled(scan(data, bf.path, bf.host_hint), []))  # else the chunks are scanned below
                 finally:
                     _release(data)
                 del data
@@ -193,6 +201,7 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
             for first_line, chunk in iter_text_chunks(bf.stream, limits, problems):
                 for mod in streamed:
                     n += _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
+                ev.records.extend(_settled(scan(chunk, bf.path, bf.host_hint, first_line), ev.records[first:]))
                 done += len(chunk)
                 if progress:
                     progress(f"{bf.path} {min(100, done * 100 // max(1, bf.stream.size))}%", -1, -1)
@@ -201,8 +210,44 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
             problems += notes
             for mod in capped:
                 n += _run_parser(mod, text, bf, ev, problems)
+            if not streamed and not bulk:
+                ev.records.extend(_settled(scan(text, bf.path, bf.host_hint), ev.records[first:]))
     ev.files.append(FileEntry(path=bf.path, format="+".join(sn.formats), records=n,
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
+
+
+def _settled(hits: list[Record], parsed: list[Record]) -> list[Record]:
+    """The catalog's hits of one file, a stated setting (``NCCL_X set by environment to Y``) as the EnvSetting
+    record a parser would make of it, unless a parser already did for that line (``parsed``: this file's records)."""
+    if not any(h.kind == "env_setting" for h in hits):  # type: ignore[attr-defined]
+        return hits
+    import json
+
+    from diagnose.parsers._common import EnvSetting
+
+    have = {(r.line, r.name) for r in parsed if isinstance(r, EnvSetting)}
+    out: list[Record] = []
+    for h in hits:
+        if h.kind != "env_setting":  # type: ignore[attr-defined]
+            out.append(h)
+            continue
+        a = json.loads(h.attrs)  # type: ignore[attr-defined]
+        name, value = str(a.get("name", "")), str(a.get("value", ""))
+        if name and (h.line, name) not in have:
+            have.add((h.line, name))
+            out.append(EnvSetting(source=h.source, line=h.line, text=h.text, host=h.host, name=name,
+                                  value=value.rstrip(".,;"), origin="nccl_log"))
+    return out
+
+
+def _scan_large(bf: BundleFile, limits: LoadLimits) -> list[Record]:
+    """The catalog's hits in a large file no parser claims, read chunk by chunk."""
+    assert bf.stream is not None
+    out: list[Record] = []
+    notes: list[str] = []
+    for first_line, chunk in iter_text_chunks(bf.stream, limits, notes):
+        out.extend(scan(chunk, bf.path, bf.host_hint, first_line))
+    return out
 
 
 def _leave(obj: object, where: str, path: str | None = None) -> str:
@@ -606,6 +651,7 @@ def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: Lo
     if symptom and symptom.strip():
         ev.symptoms.extend(from_text(symptom, symptom_source))
         ev.records.extend(text_records(symptom))
+        ev.records.extend(_settled(scan(symptom, SYMPTOM_SOURCE), ev.records))
     if remote is not None:
         # the frames the child's fabric extractors read first, sent before this process builds the rest: the
         # child starts on its part ~0.5 s earlier at 4,096 hosts (each frame is built from its table alone)

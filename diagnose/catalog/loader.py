@@ -185,6 +185,8 @@ def load_catalog(root: Path | None = None) -> Catalog:
     for path in sorted(rules_dir.rglob("*")):
         if path.is_dir():
             continue
+        if path.relative_to(rules_dir).parts[0].startswith("_"):
+            continue  # rules/_messages: the message catalog (diagnose.catalog.messages), not cause rules
         if path.suffix not in (".yaml", ".yml"):
             cat.errors.append(CatalogError(_rel(path, root), 1, "unexpected file in rules/ (rules are .yaml)"))
             continue

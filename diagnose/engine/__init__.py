@@ -77,6 +77,44 @@ def _ordered(sc: Scored, groups: list[tuple[str, list[Finding]]], clauses: list[
     return sorted(groups, key=lambda g: (w.get(g[0], 9), g[0]))
 
 
+DIFFERENTIAL_MIN = 3  # with a symptom, at least this many causes are named, however thin the evidence
+DIFFERENTIAL_NOTE = "differential"
+
+
+def _differential(scored: list[Scored], listed: set[str], symptoms: list[Symptom],
+                  missing: dict[str, set[str]], formats: set[str]) -> list[CauseResult]:
+    """With a symptom and fewer than DIFFERENTIAL_MIN causes on the evidence, the likeliest others (by score: the
+    rule's prior, what the symptom and its setting say, any weak clause), never one the evidence rules out, each
+    with what to collect to decide it. They rank after every cause the evidence names and stay inconclusive."""
+    kinds = {s.kind for s in symptoms if s.kind != "unknown"}
+    if not symptoms or len(listed) >= DIFFERENTIAL_MIN:
+        return []
+    text = next((s.text for s in symptoms if s.source in ("cli", "ticket", "alert", "chat")), symptoms[0].text)
+    out: list[CauseResult] = []
+    for sc in scored:  # scored is sorted by score, then id
+        spec = sc.spec
+        if spec.id in listed or sc.verdict == "ruled_out" or sc.against:
+            continue
+        if kinds and not sc.explains_symptom:
+            continue
+        ev = _refs(_ordered(sc, sc.supports, list(spec.evidence.supports)), MAX_EVIDENCE)
+        if not ev:
+            ev = [EvidenceRef(file="<symptom>", line=1, text=text[:240], finding="symptom")]
+        out.append(CauseResult(
+            id=spec.id, title=spec.title, score=sc.score, confidence="low", verdict="inconclusive",
+            summary="Not shown by the evidence: " + ("a likely cause of this symptom in this setting."
+                                                     if not sc.supports else "weakly suggested by "
+                                                     + "; ".join(fs[0].summary for _, fs in sc.supports[:2])),
+            location=_location(sc), evidence=ev, playbook=spec.playbook,
+        ))
+        for col in spec.collect[:1]:
+            if not formats.intersection(col.formats):
+                missing[col.command].add(spec.id)
+        if len(listed) + len(out) >= DIFFERENTIAL_MIN:
+            break
+    return out
+
+
 def infer(
     cat: Catalog,
     findings: list[Finding],
@@ -134,6 +172,7 @@ def infer(
                     if not formats.intersection(col.formats):
                         missing[col.command].add(spec.id)
     causes.sort(key=lambda c: (c.verdict != "confirmed", -c.score, c.id))
+    causes += _differential(scored, {c.id for c in causes}, symptoms, missing, formats)
     miss = [MissingEvidence(would_decide=sorted(ids), collect=cmd) for cmd, ids in missing.items()]
     miss.sort(key=lambda m: (-len(m.would_decide), m.collect))
     log.info("inferred", causes=len(causes), confirmed=sum(c.verdict == "confirmed" for c in causes),

@@ -154,6 +154,7 @@ MESSAGE_SOURCES: dict[str, tuple[str, str]] = {
     "PeermemEvent": ("message", "dmesg"),
     "ToolError": ("message", "tool"),
     "FreeText": ("text", "symptom"),
+    "MessageHit": ("text", "catalog"),  # a known message in any file: dropped where a parser's row holds the line
 }
 
 
@@ -174,4 +175,12 @@ def message_frame(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=["source", "line", "text", "host", "message", "origin", "rank"])
     out = pd.concat(parts, ignore_index=True)
+    if "MessageHit" in frames and (out["origin"] == "catalog").any():
+        # one row per line: a catalog hit on a line a parser already made a message of adds nothing, and several
+        # hits on one line (a glued paste) are one message
+        cat = out["origin"] == "catalog"
+        parsed = pd.MultiIndex.from_frame(out.loc[~cat, ["source", "line"]])
+        keys = pd.MultiIndex.from_frame(out.loc[cat, ["source", "line"]])
+        drop = keys.isin(parsed) | keys.duplicated()
+        out = out.drop(index=out.index[cat][drop])
     return out.sort_values(["source", "line"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,86 @@
+"""What the symptom text says about the setting: the facts an expert reads off a ticket before any log.
+
+"Two-node all_reduce_perf over 200G HDR InfiniBand", "inside a Docker container", "8x A100-SXM4 (NVSwitch)",
+"worked with NCCL 2.6, fails with 2.7", "on an Azure VM": each sets what the evidence means (what "slow" is,
+which causes are likely, which are ruled out). Each fact is a ``context_*`` finding citing the symptom line; the
+rules weigh them (weakly: a setting makes a cause likelier, it never proves one).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from diagnose.evidence.context import Context, finding
+from diagnose.evidence.extractors import extractor
+from diagnose.models.diagnosis import Finding
+
+_I = re.I
+# (finding kind, attributes, pattern): the first pattern of a kind that matches a line sets its attributes
+FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
+    ("context_fabric", {"fabric": "roce"}, re.compile(r"\bRoCE(?:v2)?\b|RDMA over Converged|\bRDMA over Ethernet", _I)),
+    ("context_fabric", {"fabric": "efa"}, re.compile(r"\bEFA\b|Elastic Fabric Adapter|libfabric|aws-ofi-nccl", _I)),
+    ("context_fabric", {"fabric": "ib"}, re.compile(r"InfiniBand|\b(?:HDR|EDR|NDR|FDR|XDR)\b|\bIB\b|IPoIB", _I)),
+    ("context_fabric", {"fabric": "ethernet"}, re.compile(r"\bEthernet\b|\bTCP\b|\b(?:10|25|40)\s?G(?:b|bE|bps)?\b", _I)),
+    ("context_container", {}, re.compile(
+        r"\bdocker\b|\bcontainers?\b|\bkubernetes\b|\bk8s\b|\bpods?\b|singularity|apptainer|enroot|pyxis|podman"
+        r"|\bCI\b(?: job| runner)?", _I)),
+    ("context_vm", {}, re.compile(
+        r"\bVMs?\b|virtual machine|\bKVM\b|hypervisor|passthrough|vfio|\bAzure\b|\bAWS\b|\bGCP\b|\bEC2\b"
+        r"|\bND\w*v\d\b|\bp4d\b|\bp5\b|cloud instance", _I)),
+    ("context_nvswitch", {}, re.compile(r"NVSwitch|\bSXM\d?\b|\bDGX\b|\bHGX\b|\b8x ?[AH]100\b|\bNVL(?:S|72|36)\b", _I)),
+    ("context_nvlink", {}, re.compile(r"NVLink|NV-?Link bridge|\bNVLS\b", _I)),
+    ("context_consumer_gpu", {}, re.compile(r"GeForce|\bRTX ?\d{4}|\bGTX ?\d{3,4}|\bTITAN\b|desktop|workstation", _I)),
+    ("context_amd_host", {}, re.compile(r"\bEPYC\b|Threadripper|\bAMD (?:CPU|host|server|Rome|Milan|Genoa)", _I)),
+    ("context_single_node", {}, re.compile(
+        r"single[- ]node|one node|within (?:a|one) node|intra-node|single (?:machine|server|host)|same node"
+        r"|\bdesktop\b|\bworkstation\b|\bon (?:one|a single) (?:host|machine)\b", _I)),
+    ("context_multi_node", {}, re.compile(
+        r"\b(?:two|2|three|3|four|4|eight|8|\d{2,})[- ]nodes?\b|multi-?node|across (?:\w+ )?nodes|cross-?node|inter-?node"
+        r"|between (?:two|2) (?:nodes|servers|hosts|machines)|\bnodes\b", _I)),
+    ("context_version_change", {}, re.compile(
+        r"after (?:an? )?(?:upgrad|updat|mov|switch)\w*|since (?:upgrad|updat)\w*|worked (?:fine )?(?:with|on|in|before)"
+        r"|used to work|(?:upgrad|updat)\w* (?:to|from) (?:NCCL|CUDA|torch|PyTorch|driver|the driver|OFED|\d)"
+        r"|downgrad\w*|regression|newer (?:NCCL|version|driver)", _I)),
+    ("context_p2p_path", {}, re.compile(r"\bP2P\b|peer[- ]to[- ]peer|p2pBandwidth|simpleP2P|intra-node bandwidth", _I)),
+    ("context_slow", {}, re.compile(
+        r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
+        r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
+)
+_RATE = re.compile(r"\b(?P<g>100|200|400|800|56|40|25|50)\s?G(?:b(?:/s|ps)?|bE)?\b|\b(?P<gen>NDR|HDR|EDR|FDR|XDR)\b", _I)
+_GEN_GBPS = {"FDR": 56, "EDR": 100, "HDR": 200, "NDR": 400, "XDR": 800}
+
+
+@extractor
+def symptom_context(ctx: Context) -> list[Finding]:
+    ft = ctx.frame("FreeText")
+    if ft.empty:
+        return []
+    sym = ft[ft["source"] == "<symptom>"].sort_values("line", kind="stable")
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for kind, attrs, rx in FACTS:
+        if kind in seen:
+            continue
+        rows = sym[sym["text"].astype(str).str.contains(rx)]
+        if rows.empty:
+            continue
+        seen.add(kind)
+        m = rx.search(str(rows["text"].iloc[0]))
+        said = m.group(0) if m else ""
+        out.append(finding(kind, f"The report says '{said}'.", rows.head(1),
+                           attrs={**attrs, "said": said}))  # type: ignore[dict-item]
+    rates = []
+    for t in sym["text"].astype(str):
+        for m in _RATE.finditer(t):
+            rates.append(int(m["g"]) if m["g"] else _GEN_GBPS[m["gen"].upper()])
+    if rates:
+        out.append(finding("context_link_rate", f"The report names a {max(rates)} Gb/s fabric.",
+                           sym.head(1), attrs={"gbps": max(rates)}))
+    return out
+
+
+def symptom_rows(ctx: Context) -> pd.DataFrame:
+    ft = ctx.frame("FreeText")
+    return ft[ft["source"] == "<symptom>"] if not ft.empty else ft
