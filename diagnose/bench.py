@@ -207,6 +207,127 @@ def bench_accuracy(root: Path) -> AccuracyBench:
     return res
 
 
+# ------------------------------------------------------------------------------------------------ field
+@dataclass
+class FieldCase:
+    id: str
+    expected: str
+    acceptable: list[str]
+    difficulty: str
+    ranked: list[str]
+
+    @property
+    def fair(self) -> set[str]:
+        return {self.expected, *self.acceptable}
+
+    @property
+    def top1(self) -> bool:
+        return bool(self.ranked) and self.ranked[0] in self.fair
+
+    @property
+    def top3(self) -> bool:
+        return bool(self.fair.intersection(self.ranked[:3]))
+
+
+@dataclass
+class FieldBench:
+    """Real incidents (fixtures/field): the case's symptom and files, scored on the ranked cause ids as a user
+    reads them (top-1 is the first cause named, confirmed or not)."""
+
+    cases: list[FieldCase]
+
+    def _n(self, pred: Callable[[FieldCase], bool], cases: list[FieldCase] | None = None) -> int:
+        return sum(1 for c in (self.cases if cases is None else cases) if pred(c))
+
+    def to_dict(self) -> dict[str, object]:
+        n = len(self.cases)
+        return {
+            "cases": n, "top1": self._n(lambda c: c.top1), "top3": self._n(lambda c: c.top3),
+            "no_cause": self._n(lambda c: not c.ranked),
+            "per_cause": {k: {"cases": len(v), "top1": self._n(lambda c: c.top1, v), "top3": self._n(lambda c: c.top3, v)}
+                          for k, v in self._by(lambda c: c.expected).items()},
+            "per_difficulty": {k: {"cases": len(v), "top1": self._n(lambda c: c.top1, v)}
+                               for k, v in self._by(lambda c: c.difficulty).items()},
+            "confusion": self.confusion(),
+            "misses": [{"id": c.id, "expected": c.expected, "ranked": c.ranked[:3]} for c in self.cases if not c.top1],
+        }
+
+    def _by(self, key: Callable[[FieldCase], str]) -> dict[str, list[FieldCase]]:
+        out: dict[str, list[FieldCase]] = {}
+        for c in self.cases:
+            out.setdefault(key(c), []).append(c)
+        return dict(sorted(out.items()))
+
+    def confusion(self) -> dict[str, dict[str, int]]:
+        """expected cause -> first-ranked cause (``none`` when nothing was named) -> cases, for the misses."""
+        out: dict[str, dict[str, int]] = {}
+        for c in self.cases:
+            if c.top1:
+                continue
+            got = c.ranked[0] if c.ranked else "none"
+            row = out.setdefault(c.expected, {})
+            row[got] = row.get(got, 0) + 1
+        return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+    def table(self) -> str:
+        def pct(a: int, b: int) -> str:
+            return f"{100.0 * a / b:.0f}%" if b else "-"
+
+        n = len(self.cases)
+        t1, t3, none = self._n(lambda c: c.top1), self._n(lambda c: c.top3), self._n(lambda c: not c.ranked)
+        lines = [
+            f"field cases {n}: top-1 {pct(t1, n)} ({t1}/{n})   top-3 {pct(t3, n)} ({t3}/{n})   "
+            f"no cause named {pct(none, n)} ({none}/{n})",
+            "by difficulty: " + "   ".join(f"{k} {self._n(lambda c: c.top1, v)}/{len(v)}"
+                                           for k, v in self._by(lambda c: c.difficulty).items()),
+            "",
+            f"{'cause':28} {'cases':>5} {'top1':>5} {'top3':>5} {'recall':>7}",
+        ]
+        for k, v in self._by(lambda c: c.expected).items():
+            a = self._n(lambda c: c.top1, v)
+            lines.append(f"{k:28} {len(v):>5} {a:>5} {self._n(lambda c: c.top3, v):>5} {pct(a, len(v)):>7}")
+        conf = self.confusion()
+        if conf:
+            lines += ["", "misses: expected -> ranked first (cases)"]
+            for exp, row in conf.items():
+                lines.append(f"  {exp:28} -> " + ", ".join(f"{g} ({k})" for g, k in row.items()))
+        return "\n".join(lines)
+
+
+def is_field(root: Path) -> bool:
+    """A folder of field cases: its expect.yaml files name a ``root_cause`` (constructed fixtures name ``top``)."""
+    import yaml
+
+    for p in sorted(root.rglob("expect.yaml"))[:5]:
+        if "root_cause" in (yaml.safe_load(p.read_text()) or {}):
+            return True
+    return False
+
+
+def bench_field(root: Path, progress: Callable[[int, int], None] | None = None) -> FieldBench:
+    """Every field case under ``root``: ``triage <case folder> --symptom <its symptom>`` (the loader leaves a bundle's
+    own expect.yaml and README.md out of the evidence), the ranked ids against ``root_cause`` and ``acceptable``."""
+    import yaml
+
+    from diagnose.catalog.loader import load_catalog
+    from diagnose.pipeline import triage
+
+    cat = load_catalog()
+    paths = sorted(p for p in root.rglob("expect.yaml"))
+    out: list[FieldCase] = []
+    for i, p in enumerate(paths):
+        exp = yaml.safe_load(p.read_text()) or {}
+        if "root_cause" not in exp:
+            continue
+        d = triage([p.parent], exp.get("symptom"), catalog=cat)
+        out.append(FieldCase(str(exp.get("id") or p.parent.name), str(exp["root_cause"]),
+                             list(exp.get("acceptable") or []), str(exp.get("difficulty") or "-"),
+                             [c.id for c in d.causes]))
+        if progress:
+            progress(i + 1, len(paths))
+    return FieldBench(out)
+
+
 # ------------------------------------------------------------------------------------------------ sweep
 # Every cause id the simulator can inject (all of the taxonomy), plus the short kinds of its first version as
 # aliases; the CLI's ``simulate --fault CAUSE[@location]`` looks causes up here.

@@ -14,6 +14,7 @@ import structlog
 
 from diagnose import forked, parsers, pooled
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
+from diagnose.bundle.session import segments
 from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole, tail_text
 from diagnose.bundle.sniff import HEAD_CHARS as SNIFF_HEAD_CHARS
 from diagnose.catalog.loader import Catalog, load_catalog
@@ -160,6 +161,8 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
     if not bf.text.strip():
         ev.files.append(FileEntry(path=bf.path, format="empty", records=0, problem="empty file"))
         return
+    if bf.stream is None and _parse_session(bf, ev):
+        return
     sn = _sniff(bf)
     if not sn.formats:
         # no parser claims it: its known messages still count (a pasted fragment, a tool nothing reads yet)
@@ -214,6 +217,42 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
                 ev.records.extend(_settled(scan(text, bf.path, bf.host_hint), ev.records[first:]))
     ev.files.append(FileEntry(path=bf.path, format="+".join(sn.formats), records=n,
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
+
+
+def _parse_session(bf: BundleFile, ev: Evidence) -> bool:
+    """A pasted terminal session (see :mod:`diagnose.bundle.session`): each command's output read by the parser its
+    command names (and by any line log that claims it), with the file's own line numbers. False when no prompt in
+    the file names a tool we read: the file is sniffed whole as usual."""
+    assert bf.text is not None
+    segs = segments(bf.text)
+    if not any(sg.fmt for sg in segs):
+        return False
+    mixable = {m.FORMAT for m in parsers.registry() if getattr(m, "MIXABLE", False)}
+    problems = list(bf.problems)
+    first = len(ev.records)
+    formats: list[str] = []
+    n = 0
+    for sg in segs:
+        if not sg.text.strip():
+            continue
+        claimed = list(sniff_file(bf.path, sg.text, shortcut=False).formats)
+        if sg.fmt and sg.fmt not in claimed:
+            claimed = [sg.fmt] + [f for f in claimed if f in mixable]
+        for f in claimed:
+            try:
+                mod = parsers.by_format(f)
+            except KeyError:
+                continue
+            got = _run_parser(mod, sg.text, bf, ev, problems, offset=sg.first_line - 1)
+            n += got
+            if f not in formats and (got or f == sg.fmt):
+                formats.append(f)
+    ev.records.extend(_settled(scan(bf.text, bf.path, bf.host_hint), ev.records[first:]))
+    n_hits = len(ev.records) - first - n
+    fmt = "+".join(formats) if formats else ("messages" if n_hits > 0 else "unknown")
+    ev.files.append(FileEntry(path=bf.path, format=fmt, records=len(ev.records) - first,
+                              problem="; ".join(dict.fromkeys(problems)) if problems else None))
+    return True
 
 
 def _settled(hits: list[Record], parsed: list[Record]) -> list[Record]:

@@ -329,12 +329,21 @@ def bench_parse_cmd(
 @bench_app.command("accuracy")
 def bench_accuracy_cmd(
     root: Annotated[Path, typer.Argument(help="Folder of fixture bundles (each with an expect.yaml).")] = Path("fixtures"),
+    as_json: Annotated[bool, typer.Option("--json", help="Field cases: the figures as JSON.")] = False,
 ) -> None:
-    """Top-1/top-3 accuracy, per-cause recall and precision, confirmations on healthy bundles."""
-    from diagnose.bench import bench_accuracy
+    """Top-1/top-3 accuracy, per-cause recall and precision, confirmations on healthy bundles.
+
+    On a folder of field cases (fixtures/field: real incidents, each expect.yaml naming a root_cause) it reports
+    top-1, top-3, the cases with no cause named, per-cause recall and the confusion of the misses."""
+    from diagnose.bench import bench_accuracy, bench_field, is_field
 
     if not root.is_dir():
         _fail(f"no such folder: {root}")
+    if is_field(root):
+        with err.status(f"triaging every field case under {root}"):
+            fres = bench_field(root)
+        typer.echo(json.dumps(fres.to_dict(), indent=2) if as_json else fres.table())
+        return
     with err.status(f"triaging every bundle under {root}"):
         res = bench_accuracy(root)
     typer.echo(res.table())

@@ -20,7 +20,7 @@ FABRIC_LANE: set[str] = set()  # extractors that read the port-counter table or 
 # the others needs these and nothing else (tests/test_fabric_lane.py checks both lists against what is read)
 FABRIC_TABLES = frozenset({"PortCounter", "PortCounterWide", "FabricLink", "FabricNode", "FabricPortState"})
 FABRIC_LANE_READS = frozenset({
-    "CudaError", "EnvSetting", "FreeText", "IbPort", "KernelEvent", "Mlx5Event", "NcclWarn", "PeermemEvent",
+    "CudaError", "EnvSetting", "FreeText", "IbPort", "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn", "PeermemEvent",
     "PgError", "SmEvent", "SmInfo", "ToolError", "ToolMessage", "WatchdogTimeout"})
 
 

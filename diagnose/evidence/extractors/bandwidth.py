@@ -108,26 +108,85 @@ def busbw(ctx: Context) -> list[Finding]:
     return out
 
 
-_REPORTED = re.compile(r"(\d+(?:\.\d+)?)\s*GB/s", re.I)
+_GBS = re.compile(r"(?<![\w.])~?(\d+(?:\.\d+)?)(?:\s*-\s*\d+(?:\.\d+)?)?\s*GB/s", re.I)
+_STATED = re.compile(r"(?:against|vs\.?|versus|expected|expecting|theoretical(?: of)?|instead of|should (?:be|get|reach)"
+                     r"|line rate(?: of)?|peak(?: of)?)\s*(?:~|about |around |of )?$", re.I)
+_STATED_AFTER = re.compile(r"^\s*(?:theoretical|expected|line rate|peak)", re.I)
+# "4x HDR", "8x 200G IB", "4 x HDR 200Gbps", "8 x 400 Gb/s NDR": the NICs of one node
+_NICS = re.compile(r"\b(?P<n>\d{1,2})\s?x\s?(?:(?P<gen>NDR|HDR|EDR|XDR)\b(?:\s?(?P<g2>\d{2,3})\s?G(?:b(?:/s|ps)?)?)?"
+                   r"|(?P<g>\d{2,3})\s?G(?:b(?:/s|ps)?|bE)?\b)", re.I)
+_AGG = re.compile(r"~?(?P<g>\d{2,4})\s?Gb(?:/s|ps)?\s+(?:of\s+)?(?:IB|InfiniBand|RoCE|network|bandwidth)", re.I)
+_GEN_GBPS = {"EDR": 100.0, "HDR": 200.0, "NDR": 400.0, "XDR": 800.0}
+_ONE = re.compile(r"single[- ]node|one node|within (?:a|one) node|intra-node|single (?:machine|server|host)"
+                  r"|\bdesktop\b|\bworkstation\b", re.I)
+_MULTI = re.compile(r"\b(?:two|2|three|3|four|4|eight|8|\d{2,})[- ]nodes?\b|multi-?node|across (?:\w+ )?nodes"
+                    r"|cross-?node|inter-?node|between (?:two|2) (?:nodes|servers|hosts|machines)", re.I)
+
+
+def _symptom_nic_gbs(text: str) -> tuple[float | None, str]:
+    """GB/s of one node's NICs as the report states them ("4x HDR", "8x 200G", "~400 Gb/s of IB")."""
+    m = _NICS.search(text)
+    if m:
+        gbps = float(m["g"] or m["g2"] or _GEN_GBPS[m["gen"].upper()])
+        return int(m["n"]) * gbps / 8.0, f"the {m.group(0)} NICs the report names"
+    m = _AGG.search(text)
+    if m:
+        return float(m["g"]) / 8.0, f"the {m.group(0)} the report names"
+    return None, ""
+
+
+def _figures(text: str) -> tuple[float | None, float | None]:
+    """(measured, stated expectation) in GB/s from one line of the report."""
+    measured = stated = None
+    for m in _GBS.finditer(text):
+        val = float(m.group(1))
+        if _STATED.search(text[max(0, m.start() - 30):m.start()]) or _STATED_AFTER.search(text[m.end():m.end() + 20]):
+            stated = stated if stated is not None else val
+        elif measured is None:
+            measured = val
+    return measured, stated
 
 
 @extractor
 def reported_bandwidth(ctx: Context) -> list[Finding]:
-    """A busbw figure the user typed into the symptom, compared with the NICs in the bundle."""
+    """A busbw the user typed into the symptom, or the '# Avg bus bandwidth' of an nccl-tests output with no table
+    (a pasted footer), against what the hardware should give: the expectation the report states ("against ~100
+    GB/s theoretical"), else the per-node NIC aggregate of the ports in the bundle, else the NICs the report names
+    ("4x HDR"). Given as ``busbw_measured`` (``basis: reported``), so the rules weigh it as they weigh a table."""
     ft = ctx.frame("FreeText")
-    if ft.empty:
-        return []
-    out = []
-    for _, row in ft.iterrows():
-        m = _REPORTED.search(str(row["text"]))
-        if not m:
-            continue
-        val = float(m.group(1))
-        nic = _node_nic_gbs(ctx)
-        ratio = round(val / nic, 3) if nic else None
+    sym = ft[ft["source"] == "<symptom>"] if not ft.empty else ft
+    text = " ".join(sym["text"].astype(str)) if not sym.empty else ""
+    nodes = 1 if _ONE.search(text) else 2 if _MULTI.search(text) else None
+    out: list[Finding] = []
+    cands: list[tuple[pd.DataFrame, float, float | None]] = []
+    for _, row in sym.iterrows():
+        measured, stated = _figures(str(row["text"]))
+        if measured is not None:
+            cands.append((pd.DataFrame([row]), measured, stated))
+            break
+    summ = ctx.frame("NcclTestsSummary")
+    if not summ.empty and ctx.frame("NcclTestsRow").empty and "avg_busbw" in summ:
+        got = summ[summ["avg_busbw"].notna()]
+        if not got.empty:
+            best = got.loc[got["avg_busbw"].astype(float).idxmax()]
+            cands.append((pd.DataFrame([best]), float(best["avg_busbw"]), None))
+    for rows, measured, stated in cands:
+        expected, basis = None, ""
+        if stated:
+            expected, basis = stated, "the expectation the report states"
+        elif nodes != 1:
+            nic = _node_nic_gbs(ctx)
+            if nic:
+                expected, basis = nic, "the per-node NIC aggregate from the ports in the bundle"
+            else:
+                expected, basis = _symptom_nic_gbs(text)
+        ratio = round(measured / expected, 3) if expected else None
+        pct = f", {ratio * 100:.0f}% of the {expected:g} GB/s expected from {basis}" if ratio is not None else ""
+        where = "The report says" if rows["source"].iloc[0] == "<symptom>" else "nccl-tests averages"
         out.append(finding(
-            "busbw_reported",
-            f"The symptom reports {val:g} GB/s" + (f", {ratio * 100:.0f}% of the {nic:g} GB/s per-node NIC aggregate." if ratio else "."),
-            pd.DataFrame([row]), attrs={"busbw_gbs": val, "expected_gbs": nic, "ratio": ratio},
+            "busbw_measured" if ratio is not None else "busbw_reported",
+            f"{where} {measured:g} GB/s busbw{pct}.", rows,
+            attrs={"busbw_gbs": measured, "expected_gbs": expected, "ratio": ratio, "nodes": nodes,
+                   "basis": "reported"},
         ))
     return out

@@ -119,7 +119,12 @@ def peermem(ctx: Context) -> list[Finding]:
             if "nvidia" not in names:
                 continue  # not a GPU node's module list
             peer = grp[grp["name"].isin(["nvidia_peermem", "nv_peer_mem"])]
+            if peer.empty:  # a filtered paste (`lsmod | grep nvidia`) shows the module only as a user of nvidia
+                users = grp["used_by"].map(lambda u: bool({"nvidia_peermem", "nv_peer_mem"}.intersection(u or ())))
+                peer = grp[users]
             hname = sval(grp["host"].iloc[0])
+            if len(grp) < 3 and peer.empty:
+                continue  # a fragment of a module list (a grep's output) never shows that a module is absent
             if peer.empty:
                 out.append(finding(
                     "peermem_not_loaded",

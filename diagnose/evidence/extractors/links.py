@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import math
 
 import numpy as np
@@ -66,6 +68,9 @@ def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
     for h, dev, ca, ll in zip(host, devs, cas, lls, strict=True):
         if dev in (listed_on[h] or ()):
             kinds.add((ca, ll))
+    # with no NCCL list: a Down port of the same model and link layer as an Active one of its host is a missing
+    # member of a uniform set (one of 16 identical RoCE NICs), not a management NIC of another kind
+    active_kinds = {(h, ca, ll) for h, ca, ll, st in zip(host, cas, lls, states, strict=True) if st == "Active"}
     out = []
     for h, dev, ca, ll, state in zip(host, devs, cas, lls, states, strict=True):
         f = forced_on[h]
@@ -75,7 +80,7 @@ def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
         elif lst:
             out.append(dev in lst or (state != "Active" and (ca, ll) in kinds))
         else:
-            out.append(ll != "Ethernet" or roce)
+            out.append(ll != "Ethernet" or roce or (state != "Active" and ca is not None and (h, ca, ll) in active_kinds))
     result = pd.Series(out, index=ports.index, dtype=bool)
     ctx.cache["relevant_ports"] = result
     return result
@@ -113,6 +118,22 @@ def port_states(ctx: Context) -> list[Finding]:
     return out
 
 
+_PORT_RATE = re.compile(r"\b(?P<gen>NDR|HDR|EDR|XDR)\b|\b(?P<g>100|200|400|800)\s?G(?:b(?:/s|ps)?)?\s?(?:HDR|NDR|EDR|IB\b|InfiniBand)", re.I)
+_GEN = {"EDR": 100.0, "HDR": 200.0, "NDR": 400.0, "XDR": 800.0}
+
+
+def _stated_port_gbps(ctx: Context) -> float | None:
+    """The per-port InfiniBand rate the report names ("200G HDR", "NDR"), or None."""
+    ft = ctx.frame("FreeText")
+    if ft.empty:
+        return None
+    rates = []
+    for t in ft[ft["source"] == "<symptom>"]["text"].astype(str):
+        for m in _PORT_RATE.finditer(t):
+            rates.append(_GEN[m["gen"].upper()] if m["gen"] else float(m["g"]))
+    return max(rates) if rates else None
+
+
 @extractor
 def port_rates(ctx: Context) -> list[Finding]:
     ports = ctx.frame("IbPort")
@@ -122,8 +143,12 @@ def port_rates(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     # peers: ports of the same link layer and the same HCA model (a 100G CX6 management port is no peer of a CX7)
     act = act.assign(_model=act["ca_type"].fillna("?") if "ca_type" in act else "?")
+    stated = _stated_port_gbps(ctx)
     for (ll, _model), grp in act.groupby([act["link_layer"].fillna("?"), "_model"]):
         best = float(grp["rate_gbps"].max())
+        by_report = stated is not None and ll == "InfiniBand" and stated > best
+        if by_report:  # every port of the kind below what the report says the fabric is: peers cannot show it
+            best = float(stated)  # type: ignore[arg-type]
         low = grp[grp["rate_gbps"] < best]
         width_low = grp[grp["width"].notna() & ~grp["width"].isin(["4X", "8X", "12X"])] if "width" in grp else grp.iloc[0:0]
         low = pd.concat([low, width_low]).drop_duplicates(subset=["source", "line"])
@@ -133,7 +158,8 @@ def port_rates(ctx: Context) -> list[Finding]:
                 "port_rate_low",
                 f"{sval(row['host']) or '?'} {row['device']} port {row['port']} trained at {rate:g} Gb/s"
                 + (f" ({row['width']} {sval(row['speed']) or ''})".rstrip() if sval(row.get("width")) else "")
-                + f" while its peers run at {best:g} Gb/s.",
+                + (f" while the report says the fabric runs at {best:g} Gb/s." if by_report
+                   else f" while its peers run at {best:g} Gb/s."),
                 pd.DataFrame([row]),
                 Location(host=sval(row["host"]), device=sval(row["device"]), port=int(row["port"])),
                 {"rate_gbps": rate, "expected_gbps": best, "ratio": round(rate / best, 3) if best else None,

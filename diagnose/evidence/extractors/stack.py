@@ -633,7 +633,8 @@ def nvlink_health(ctx: Context) -> list[Finding]:
         degraded = []
         for h, grp in per.groupby("hk", sort=True):
             best = int(grp["active"].max())
-            low = grp[grp["active"] < best]
+            # only links nvidia-smi reports inactive count: a GPU listing fewer links, all up, is a paste cut short
+            low = grp[(grp["active"] < best) & (grp["total"] > grp["active"])]
             # a GPU with fewer active links than its peers on the same board (design-inactive links, e.g. on
             # PCIe NVL cards, are the same on every GPU and never show up here)
             for _, r in low.iterrows():

@@ -1,0 +1,100 @@
+"""A pasted terminal session: shell prompts name the tool whose output follows them.
+
+People paste ``user@host:~$ ibstat`` then its output, or ``# lspci -vvv | grep ACSCtl`` then two lines, or several
+commands one after another in one file. The prompt says what the lines after it are, better than their shape does
+(a grep-filtered lsmod has no header; an lspci fragment has no device line). :func:`segments` cuts a text at its
+prompt lines into the parts each command printed, each with the format its command names, so each part is read by
+that tool's parser, with its own line numbers kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# ``$ cmd``, ``# cmd``, ``user@host:~/dir$ cmd``, ``[user@host dir]# cmd``, ``(env) user@host $ cmd``,
+# ``/export/home/me/x# cmd``, ``PS> cmd``; the command after an optional sudo / time / env VAR=...
+_PROMPT = re.compile(
+    r"^\s{0,4}(?:\([\w.\-]+\)\s*)?"
+    r"(?:\[[\w.\-]+@[\w.\-]+(?:\s[^\]\n]*)?\]|[\w.\-]+@[\w.\-]+(?::[^\s$#\n]*)?|[~/][^\s$#\n]*|[\w.\-]+)?"
+    r"\s?[$#%>]\s+(?:(?:sudo|time|command|exec)\s+(?:-\S+\s+)*)*(?:[A-Z_][A-Z0-9_]*=\S+\s+)*"
+    r"(?P<cmd>[\w.\-/]+)(?P<args>[^\n]*)$"
+)
+
+# the command's base name -> the parser's format; nvidia-smi by its subcommand (see _nvidia_smi)
+COMMANDS: dict[str, str] = {
+    "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "lsmod": "lsmod", "lspci": "lspci",
+    "perfquery": "perfquery", "dmesg": "dmesg", "journalctl": "dmesg", "df": "df", "ulimit": "ulimit",
+    "env": "env", "printenv": "env", "export": "env", "ibdev2netdev": "ibdev2netdev", "iblinkinfo": "iblinkinfo",
+    "ibnetdiscover": "ibnetdiscover", "sminfo": "sminfo", "ethtool": "ethtool", "mlxlink": "mlxlink",
+    "ibqueryerrors": "ibqueryerrors", "dcgmi": "dcgmi", "rdma": "rdma_statistic", "smpquery": "smpquery",
+    "ibswitches": "ibswinfo", "ibdiagnet": "ibdiagnet_log", "scontrol": "slurm", "sacct": "slurm",
+}
+
+
+@dataclass(frozen=True)
+class Segment:
+    first_line: int  # 1-based line of the segment's first line in the whole text (the prompt line)
+    fmt: str | None  # the format its command names, None when the command is not a tool we read
+    text: str
+    command: str
+
+
+def _nvidia_smi(args: str) -> str:
+    a = f" {args} "
+    if " topo" in a:
+        return "nvidia_smi_topo"
+    if " nvlink" in a:
+        return "nvidia_smi_nvlink"
+    if " -q" in a or " --query " in a:
+        return "nvidia_smi_q"
+    return "nvidia_smi"
+
+
+def command_format(cmd: str, args: str) -> str | None:
+    base = cmd.rsplit("/", 1)[-1]
+    if base in ("nvidia-smi", "nvidia_smi"):
+        return _nvidia_smi(args)
+    if base in ("cat", "less", "more", "tail", "head"):  # `cat /sys/.../ib/...`, `cat /etc/nccl.conf`
+        return None
+    return COMMANDS.get(base)
+
+
+def prompt_of(line: str) -> tuple[str, str | None] | None:
+    """(command, format) when ``line`` is a shell prompt running a command, else None. A ``# word`` line counts only
+    when the word is a tool we read (nccl-tests and many tools print ``# comment`` lines)."""
+    if "$" not in line and "#" not in line and ">" not in line and "%" not in line:
+        return None
+    m = _PROMPT.match(line)
+    if not m:
+        return None
+    cmd, args = m["cmd"], m["args"]
+    fmt = command_format(cmd, args)
+    stripped = line.lstrip()
+    if fmt is None and (stripped.startswith(("#", ">", "%")) or "@" not in line and not stripped.startswith("$")):
+        return None  # a comment or a quote, not a prompt we can use
+    return cmd.rsplit("/", 1)[-1], fmt
+
+
+def segments(text: str) -> list[Segment]:
+    """The text cut at its prompt lines (none: one segment, the whole text, format None)."""
+    lines = text.split("\n")
+    cuts: list[tuple[int, str, str | None]] = []
+    for i, ln in enumerate(lines):
+        if len(ln) > 400:
+            continue
+        p = prompt_of(ln)
+        if p is not None:
+            cuts.append((i, p[0], p[1]))
+    if not cuts:
+        return [Segment(1, None, text, "")]
+    out: list[Segment] = []
+    if cuts[0][0] > 0:
+        out.append(Segment(1, None, "\n".join(lines[: cuts[0][0]]), ""))
+    for k, (i, cmd, fmt) in enumerate(cuts):
+        end = cuts[k + 1][0] if k + 1 < len(cuts) else len(lines)
+        out.append(Segment(i + 1, fmt, "\n".join(lines[i:end]), cmd))
+    return out
+
+
+__all__ = ["COMMANDS", "Segment", "command_format", "prompt_of", "segments"]
