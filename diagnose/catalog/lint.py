@@ -19,6 +19,30 @@ def _fixture_dirs(root: Path, rid: str) -> tuple[list[Path], list[Path]]:
     return pos, neg
 
 
+# finding kinds of the message catalog that extractors consume instead of rules (stated settings become EnvSetting
+# records; versions are compared across hosts by the stack_versions extractor)
+CONSUMED_KINDS = frozenset({"env_setting", "component_version"})
+
+
+def _message_problems(root: Path | None, cat: object) -> list[CatalogError]:
+    """The message catalog: its load errors, and entries whose finding no rule weighs (a typo in a kind would make
+    a known message count for nothing)."""
+    from diagnose.catalog.messages import MESSAGES_DIR, load_messages
+
+    msgs = load_messages(root)
+    out: list[CatalogError] = []
+    for err in msgs.errors:
+        f, _, rest = err.partition(": ")
+        out.append(CatalogError(f, 0, rest))
+    used = {c.finding for spec in cat.rules.values()  # type: ignore[attr-defined]
+            for c in (*spec.evidence.supports, *spec.evidence.against, *spec.evidence.expects)}
+    for e in msgs.entries:
+        if e.finding not in used and e.finding not in CONSUMED_KINDS:
+            out.append(CatalogError(f"rules/{MESSAGES_DIR}", 0,
+                                    f"message '{e.id}' yields finding '{e.finding}', which no rule weighs"))
+    return out
+
+
 def lint(root: Path | None = None) -> list[CatalogError]:
     cat = load_catalog(root)
     problems = list(cat.errors)
@@ -37,6 +61,7 @@ def lint(root: Path | None = None) -> list[CatalogError]:
                     problems.append(CatalogError(d.relative_to(cat.root).as_posix(), 0, "fixture lacks expect.yaml"))
                 if not (d / "README.md").is_file():
                     problems.append(CatalogError(d.relative_to(cat.root).as_posix(), 0, "fixture lacks README.md"))
+    problems += _message_problems(root, cat)
     if len(cat.rules) != PINNED_RULE_COUNT:
         problems.append(CatalogError("rules", 0, f"{len(cat.rules)} rules, but the pinned count is {PINNED_RULE_COUNT}"))
     return sorted(set(problems), key=lambda e: (e.file, e.line, e.message))

@@ -44,6 +44,15 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"|used to work|(?:upgrad|updat)\w* (?:to|from) (?:NCCL|CUDA|torch|PyTorch|driver|the driver|OFED|\d)"
         r"|downgrad\w*|regression|newer (?:NCCL|version|driver)", _I)),
     ("context_p2p_path", {}, re.compile(r"\bP2P\b|peer[- ]to[- ]peer|p2pBandwidth|simpleP2P|intra-node bandwidth", _I)),
+    # a path the report says avoids the failure: that path is where the failure is
+    ("context_workaround", {"path": "ib"}, re.compile(
+        r"(?:works?|fine|passes|correct|no (?:hang|error))\w* (?:\w+ ){0,3}(?:if|when|with|after) (?:\w+ )?"
+        r"(?:IB|InfiniBand|RDMA|GPUDirect|GDR)\w* (?:is |are )?(?:disabled|off|turned off)"
+        r"|(?:disabling|without) (?:IB|InfiniBand|RDMA)\b[^.;]{0,30}(?:works|fixes|avoids|helps)", _I)),
+    ("context_workaround", {"path": "p2p"}, re.compile(
+        r"(?:works?|fine|passes|correct|no (?:hang|error))\w* (?:\w+ ){0,3}(?:if|when|with|after) (?:\w+ )?"
+        r"P2P (?:is )?(?:disabled|off|turned off)|(?:disabling|without) P2P\b[^.;]{0,30}(?:works|fixes|avoids|helps)",
+        _I)),
     ("context_slow", {}, re.compile(
         r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
@@ -61,12 +70,13 @@ def symptom_context(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     seen: set[str] = set()
     for kind, attrs, rx in FACTS:
-        if kind in seen:
+        key = kind + str(sorted(attrs.items())) if kind == "context_workaround" else kind
+        if key in seen:
             continue
         rows = sym[sym["text"].astype(str).str.contains(rx)]
         if rows.empty:
             continue
-        seen.add(kind)
+        seen.add(key)
         m = rx.search(str(rows["text"].iloc[0]))
         said = m.group(0) if m else ""
         out.append(finding(kind, f"The report says '{said}'.", rows.head(1),

@@ -536,10 +536,16 @@ def nccl_config(ctx: Context) -> list[Finding]:
               | ((env["name"] == "NCCL_NET") & (env["value"].astype(str).str.strip("'\" ").str.lower() == "socket"))]
     if not off.empty:
         names = sorted({f"{n}={v}" for n, v in zip(off["name"], off["value"], strict=True)})
+        from diagnose.evidence.extractors.stack import _WORKAROUND
+
+        sym = off[off["origin"] == "symptom"]
+        # "works with NCCL_IB_DISABLE=1": the failing run used IB, and the setting is what avoids the failure
+        workaround = bool(len(sym) == len(off) and sym["text"].astype(str).str.contains(_WORKAROUND).any())
         out.append(finding(
             "nccl_ib_disabled_env",
-            f"The job sets {', '.join(names)}: NCCL is told not to use IB/RoCE.",
-            off, Location(host=_one_host(off["host"])),
+            f"The job sets {', '.join(names)}: NCCL is told not to use IB/RoCE." if not workaround else
+            f"The report says {', '.join(names)} avoids the failure: the failing run used the RDMA path.",
+            off, Location(host=_one_host(off["host"])), {"workaround": workaround},
         ))
     return out
 

@@ -435,7 +435,8 @@ def stack_versions(ctx: Context) -> list[Finding]:
 
 _WORKAROUND = re.compile(
     r"\b(?:avoids?|avoided|work[- ]?arounds?|fix(?:es|ed)?|helps?|goes away|went away|resolv\w*|makes? it work"
-    r"|works? (?:with|when|if|after)|otherwise|temporar\w*|no longer hangs?|stops? hanging)\b",
+    r"|works? (?:with|when|if|after)|otherwise|temporar\w*|no longer hangs?|stops? hanging"
+    r"|it (?:works|runs|passes|completes)|(?:results|output) (?:are |is )?correct)\b",
     re.I,
 )
 

@@ -1,0 +1,48 @@
+"""What the symptom says about the setting, and the busbw it reports against the hardware it names."""
+
+from __future__ import annotations
+
+from diagnose.pipeline import gather, triage
+
+
+def _kinds(symptom: str) -> dict[str, dict[str, object]]:
+    ev = gather([], symptom)
+    return {f.kind: f.attrs for f in ev.findings}
+
+
+def test_the_setting_a_report_states_is_read() -> None:
+    k = _kinds("Two-node all_reduce_perf over 200G HDR InfiniBand inside a Docker container on Azure VMs")
+    assert k["context_fabric"]["fabric"] == "ib"
+    assert {"context_container", "context_vm", "context_multi_node"} <= set(k)
+    assert k["context_link_rate"]["gbps"] == 200
+    assert "context_single_node" not in k
+
+
+def test_a_roce_report_is_not_an_infiniband_one() -> None:
+    assert _kinds("nccl-tests between two RoCE servers fail")["context_fabric"]["fabric"] == "roce"
+
+
+def test_a_reported_busbw_is_weighed_against_the_nics_the_report_names() -> None:
+    k = _kinds("Two-node (16x A100) all_reduce_perf reaches only ~30 GB/s busbw on 4x HDR")
+    bw = k["busbw_measured"]
+    assert bw["busbw_gbs"] == 30.0 and bw["expected_gbs"] == 100.0 and bw["nodes"] == 2
+
+
+def test_a_stated_expectation_wins_over_the_nic_count() -> None:
+    k = _kinds("2 nodes reach 30 GB/s busbw against ~100 GB/s theoretical, 8x 200G IB")
+    assert k["busbw_measured"]["expected_gbs"] == 100.0
+
+
+def test_a_workaround_in_the_report_is_not_the_jobs_configuration() -> None:
+    d = triage([], "2-node training over InfiniBand gives NaN gradients; with NCCL_IB_DISABLE=1 it works but slower")
+    ib_off = [f for c in d.causes for f in c.evidence if f.finding == "nccl_ib_disabled_env"]
+    assert not d.causes or d.causes[0].id != "nccl.socket_fallback"
+    assert "nccl.socket_fallback" not in [c.id for c in d.causes if c.verdict == "confirmed"]
+    assert all(e.file == "<symptom>" for e in ib_off)
+
+
+def test_a_symptom_alone_gives_a_ranked_differential_with_what_to_collect() -> None:
+    d = triage([], "multi-node NCCL job hangs at init")
+    assert len(d.causes) >= 3
+    assert all(c.verdict == "inconclusive" for c in d.causes)
+    assert d.missing_evidence
