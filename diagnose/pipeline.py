@@ -225,8 +225,11 @@ def _parse_session(bf: BundleFile, ev: Evidence) -> bool:
     the file names a tool we read: the file is sniffed whole as usual."""
     assert bf.text is not None
     segs = segments(bf.text)
-    if not any(sg.fmt for sg in segs):
+    named = {sg.fmt for sg in segs if sg.fmt}
+    if not named:
         return False
+    if named <= set(_sniff(bf).formats):
+        return False  # the whole file is that tool's output already (a perfquery dump's `# perfquery` lines)
     mixable = {m.FORMAT for m in parsers.registry() if getattr(m, "MIXABLE", False)}
     problems = list(bf.problems)
     first = len(ev.records)
