@@ -22,7 +22,7 @@ from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import FABRIC_LANE_READS, FABRIC_TABLES, all_extractors
 from diagnose.evidence.frames import build_frames
-from diagnose.evidence.scan import scan
+from diagnose.evidence.scan import Prefetch, scan
 from diagnose.gcpause import Pause
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
 from diagnose.models.records import ColumnBatch, Record
@@ -192,19 +192,23 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
                 try:
                     for mod in bulk:
                         n += _run_bulk(mod, data, bf, ev, problems)
-                    if not [m for m in mods if getattr(m, "STREAMABLE", False) and m not in bulk]:
-                        ev.records.extend(_settled(scan(data, bf.path, bf.host_hint), []))  # else the chunks are scanned below
+                    # a large counter dump a bulk parser reads whole is a table every line of which is a record:
+                    # the catalog reads the logs, not the dumps (a 4,096-host fabric's dumps are 1.5 GB of counters)
                 finally:
                     _release(data)
                 del data
         streamed = [m for m in mods if getattr(m, "STREAMABLE", False) and m not in bulk]
         capped = [m for m in mods if not getattr(m, "STREAMABLE", False) and m not in bulk]
+        budget: dict[str, int] = {}  # the catalog's hits per entry across the chunks of this file
         if streamed:
             done = 0
             for first_line, chunk in iter_text_chunks(bf.stream, limits, problems):
+                pre = Prefetch(chunk)  # the catalog's prefilter on this chunk, beside the parsers
                 for mod in streamed:
                     n += _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
-                ev.records.extend(_settled(scan(chunk, bf.path, bf.host_hint, first_line), ev.records[first:]))
+                hits = pre.hits(bf.path, bf.host_hint, first_line, budget)
+                del pre
+                ev.records.extend(_settled(hits, ev.records[first:]) if hits else hits)
                 done += len(chunk)
                 if progress:
                     progress(f"{bf.path} {min(100, done * 100 // max(1, bf.stream.size))}%", -1, -1)
@@ -287,8 +291,9 @@ def _scan_large(bf: BundleFile, limits: LoadLimits) -> list[Record]:
     assert bf.stream is not None
     out: list[Record] = []
     notes: list[str] = []
+    budget: dict[str, int] = {}
     for first_line, chunk in iter_text_chunks(bf.stream, limits, notes):
-        out.extend(scan(chunk, bf.path, bf.host_hint, first_line))
+        out.extend(scan(chunk, bf.path, bf.host_hint, first_line, budget))
     return out
 
 

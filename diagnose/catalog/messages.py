@@ -47,8 +47,9 @@ class MessageEntry(BaseModel):
     @classmethod
     def _literals(cls, v: list[str]) -> list[str]:
         for lit in v:
-            if len(lit) < 3:
-                raise ValueError(f"literal {lit!r} is shorter than 3 characters: it would select most lines")
+            if len(lit) < 4 or not any(c.isalpha() for c in lit):
+                raise ValueError(f"literal {lit!r} is shorter than 4 characters or has no letter: it would select"
+                                 " too many lines of a large log")
         return v
 
     @model_validator(mode="after")

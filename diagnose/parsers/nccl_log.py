@@ -39,6 +39,15 @@ _PREFIX = re.compile(
     r"NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$"
 )
 _SNIFF = re.compile(r"^.*?\S+:\d+:\d+ \[\d+\] .*?NCCL (?:INFO|WARN) ", re.M)
+# A line as people paste it: the prefix cut (``[0] NCCL INFO ...``, ``include/shm.h:28 NCCL WARN ...``), redacted
+# (``host-01:XXXXXX:XXXXXX [5]``, ``<hostname>:123:456 [0]``) or behind a launcher's own. Tried only on lines the
+# usual shapes miss; the host of a redacted or missing prefix is unknown (None), the pid 0.
+_LOOSE = re.compile(
+    r"(?:^|(?<=[\s\]>:|)]))(?:(?P<host>[A-Za-z0-9<][\w.\-<>]*):(?P<pid>\d+|[Xx*]+|<\w+>):(?P<tid>\d+|[Xx*]+|<\w+>) )?"
+    r"(?:\[(?P<dev>\d+)\] )?(?:[\d.]+ )?(?:(?P<src>[\w./\-]+\.\w+:\d+):? (?:\((?P<func>\w+)\) )?)?"
+    r"NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
+)
+_SNIFF_LOOSE = re.compile(r"(?:^|\s)(?:\[\d+\] |[\w./\-]+\.\w+:\d+:? )NCCL (?:INFO|WARN) \S", re.M)
 
 _NET_USING = re.compile(r"^NET/(?P<net>\w+) ?: Using (?P<devs>.*?)(?:; OOB (?P<oif>[\w.\-]+):(?P<oip>[^<\s]+)<\d+>)?\s*$")
 _NET_DEV = re.compile(r"\[(?P<i>\d+)\](?P<dev>[\w.\-]+)(?::(?P<port>\d+))?(?:/(?P<ll>IB|RoCE))?")
@@ -235,7 +244,10 @@ def sniff(head: str) -> int:
         hits += 1
         if hits >= 3:
             return 95
-    return 0 if hits == 0 else 60 + 10 * hits
+    if hits:
+        return 60 + 10 * hits
+    loose = sum(1 for _ in zip(range(3), _SNIFF_LOOSE.finditer(head)))
+    return 0 if loose == 0 else 45 + 10 * loose  # NCCL's lines with their prefix cut by a paste
 
 
 _LEAD_DIGITS = re.compile(r"(\d+)")
@@ -538,6 +550,7 @@ def _other_shapes(found: list[tuple[str, ...]], raws: list[str]) -> tuple[list[t
             continue
         m = _PREFIX.search(raw)
         if not m:
+            _loose(i, raw, found, warns)
             continue
         level = m["level"]
         if level == "WARN" or level == "ABORT":
@@ -547,6 +560,31 @@ def _other_shapes(found: list[tuple[str, ...]], raws: list[str]) -> tuple[list[t
             if m["ts"]:
                 stamps[i] = m["ts"]
     return warns, stamps
+
+
+_RECORD_START = re.compile(r"(?<=\S) (?=(?:\[\d+\] |[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] )(?:[\w./\-]+\.\w+:\d+ )?NCCL (?:INFO|WARN) )")
+
+
+def _loose(i: int, raw: str, found: list[tuple[str, ...]], warns: list[tuple[Any, ...]]) -> None:
+    """A line of a pasted fragment (see _LOOSE): every WARN of a line glued from several records, and its first INFO
+    record as the usual shapes would have split it."""
+    info_done = False
+    for part in _RECORD_START.split(raw) if raw.count("NCCL ") > 1 else [raw]:
+        m = _LOOSE.search(part)
+        if not m:
+            continue
+        host = m["host"]
+        if host is not None and (host.startswith("<") or not host[0].isalnum()):
+            host = None  # redacted
+        pid = int(m["pid"]) if m["pid"] and m["pid"].isdigit() else 0
+        dev = m["dev"] or "0"
+        if m["level"] in ("WARN", "ABORT"):
+            warns.append((i, host, pid, int(dev), None, m["src"], m["func"], m["msg"].strip()))
+        elif m["level"] == "INFO" and not info_done:
+            g = _MESSAGE.fullmatch(m["msg"])
+            if g is not None:
+                found[i] = (host, str(pid), dev, *g.groups())  # type: ignore[call-overload]
+                info_done = True
 
 
 def _who(lines: list[int], rows: list[tuple[str, ...]], stamps: dict[int, str]) -> _Columns:

@@ -19,7 +19,8 @@ from diagnose.models.diagnosis import Finding
 _I = re.I
 # (finding kind, attributes, pattern): the first pattern of a kind that matches a line sets its attributes
 FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
-    ("context_fabric", {"fabric": "roce"}, re.compile(r"\bRoCE(?:v2)?\b|RDMA over Converged|\bRDMA over Ethernet", _I)),
+    ("context_fabric", {"fabric": "roce"}, re.compile(
+        r"\bRoCE(?:v2)?\b|RDMA over Converged|\bRDMA over Ethernet|\bBroadcom\b|bnxt_re|ConnectX-\d Lx|\bL3 switch", _I)),
     ("context_fabric", {"fabric": "efa"}, re.compile(r"\bEFA\b|Elastic Fabric Adapter|libfabric|aws-ofi-nccl", _I)),
     ("context_fabric", {"fabric": "ib"}, re.compile(r"InfiniBand|\b(?:HDR|EDR|NDR|FDR|XDR)\b|\bIB\b|IPoIB", _I)),
     ("context_fabric", {"fabric": "ethernet"}, re.compile(r"\bEthernet\b|\bTCP\b|\b(?:10|25|40)\s?G(?:b|bE|bps)?\b", _I)),
@@ -53,6 +54,14 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"(?:works?|fine|passes|correct|no (?:hang|error))\w* (?:\w+ ){0,3}(?:if|when|with|after) (?:\w+ )?"
         r"P2P (?:is )?(?:disabled|off|turned off)|(?:disabling|without) P2P\b[^.;]{0,30}(?:works|fixes|avoids|helps)",
         _I)),
+    ("context_workaround", {"path": "gdr"}, re.compile(
+        r"(?:succeeds?|works?|fine|passes)\w* (?:\w+ ){0,4}(?:nv_peer_mem\w*|nvidia[-_]peermem|GDR|GPUDirect(?: RDMA)?)\w* "
+        r"(?:module )?(?:is |are )?(?:disabled|unloaded|off|removed)|crash\w* (?:\w+ ){0,3}when (?:the )?"
+        r"(?:nv_peer_mem\w*|nvidia[-_]peermem|GDR)\w* (?:module )?is (?:loaded|enabled)", _I)),
+    # the same test is fast between some pairs of nodes and slow between others: the path, not a node
+    ("context_pair_dependent", {}, re.compile(
+        r"nodes? \d+ ?(?:\+|and|&|/) ?\d+[^.;]{0,60}?\d+(?:\.\d+)? ?GB/s[^.;]{0,40}?(?:while|but|whereas|vs\.?)[^.;]{0,30}?"
+        r"nodes? \d+ ?(?:\+|and|&|/) ?\d+", _I)),
     ("context_slow", {}, re.compile(
         r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
@@ -81,6 +90,10 @@ def symptom_context(ctx: Context) -> list[Finding]:
         said = m.group(0) if m else ""
         out.append(finding(kind, f"The report says '{said}'.", rows.head(1),
                            attrs={**attrs, "said": said}))  # type: ignore[dict-item]
+    kinds = {f.kind for f in out}
+    if "context_single_node" in kinds and "context_multi_node" in kinds:
+        # "works on one node, fails across two": the failing job spans nodes
+        out = [f for f in out if f.kind != "context_single_node"]
     rates = []
     for t in sym["text"].astype(str):
         for m in _RATE.finditer(t):

@@ -41,6 +41,7 @@ def known_messages(ctx: Context) -> list[Finding]:
     if hits.empty:
         return []
     says = {e.id: e.says for e in default_messages().entries}
+    roce = _roce(ctx)
     out: list[Finding] = []
     hits = hits.sort_values(["source", "line"], kind="stable")
     host_key = hits["host"].fillna("")
@@ -53,6 +54,8 @@ def known_messages(ctx: Context) -> list[Finding]:
         summary = f"{says.get(str(msg_id), str(msg_id))}{where} ({n} line{'s' if n != 1 else ''})."
         flat = {k: v for k, v in attrs.items() if isinstance(v, str | int | float | bool) or v is None}
         flat.update({"message": str(msg_id), "lines": n, "in_symptom": files == ["<symptom>"]})
+        if kind in _TRANSPORT_KINDS and "roce" not in flat:
+            flat["roce"] = roce  # what the same error means depends on the fabric (error 12 on RoCE: GID, PFC)
         if "size" in attrs and "size_mib" not in flat:
             flat["size_mib"] = size_mib(attrs["size"], attrs.get("unit"))
         out.append(finding(kind, summary, grp, _location(str(host) or None, attrs), flat))  # type: ignore[arg-type]
@@ -71,6 +74,26 @@ def hit_frame(ctx: Context, kind: str) -> pd.DataFrame:
     """The catalog's hits of one finding kind (for extractors that weigh them together with parsed records)."""
     hits = ctx.frame("MessageHit")
     return hits[hits["kind"] == kind] if not hits.empty else hits
+
+
+_TRANSPORT_KINDS = frozenset({"ib_completion_error", "qp_modify_failed", "qp_setup_failed"})
+
+
+def _roce(ctx: Context) -> bool:
+    """The fabric is RoCE: an HCA port with an Ethernet link layer, NCCL's own RoCE device list, or the report."""
+    ports = ctx.frame("IbPort")
+    if not ports.empty and "link_layer" in ports and (ports["link_layer"] == "Ethernet").any():
+        return True
+    init = ctx.frame("NcclNetInit")
+    if not init.empty and any("RoCE" in str(t) for t in init["link_layers"].tolist()):
+        return True
+    from diagnose.evidence.extractors.context import FACTS, symptom_rows
+
+    sym = symptom_rows(ctx)
+    if sym.empty:
+        return False
+    rx = next(r for k, a, r in FACTS if k == "context_fabric" and a.get("fabric") == "roce")
+    return bool(sym["text"].astype(str).str.contains(rx).any())
 
 
 _UNIT_MIB = {"k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024}
