@@ -30,13 +30,16 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_vm", {}, re.compile(
         r"\bVMs?\b|virtual machine|\bKVM\b|hypervisor|passthrough|vfio|\bAzure\b|\bAWS\b|\bGCP\b|\bEC2\b"
         r"|\bND\w*v\d\b|\bp4d\b|\bp5\b|cloud instance", _I)),
-    ("context_nvswitch", {}, re.compile(r"NVSwitch|\bSXM\d?\b|\bDGX\b|\bHGX\b|\b8x ?[AH]100\b|\bNVL(?:S|72|36)\b", _I)),
+    ("context_nvswitch", {}, re.compile(
+        r"NVSwitch|\bSXM\d?\b|\bDGX\b|\bHGX\b|\b8 ?x ?[AH]100\b|\b\d ?x ?[HB](?:100|200|800|300)\b|\bNVL(?:S|72|36)\b"
+        r"|\bp5(?:en|e)?\b|\bp4de?\b", _I)),
     ("context_nvlink", {}, re.compile(r"NVLink|NV-?Link bridge|\bNVLS\b", _I)),
     ("context_consumer_gpu", {}, re.compile(r"GeForce|\bRTX ?\d{4}|\bGTX ?\d{3,4}|\bTITAN\b|desktop|workstation", _I)),
     ("context_amd_host", {}, re.compile(r"\bEPYC\b|Threadripper|\bAMD (?:CPU|host|server|Rome|Milan|Genoa)", _I)),
     ("context_single_node", {}, re.compile(
         r"single[- ]node|one node|within (?:a|one) node|intra-node|single (?:machine|server|host)|same node"
-        r"|\bdesktop\b|\bworkstation\b|\bon (?:one|a single) (?:host|machine)\b", _I)),
+        r"|\bdesktop\b|\bworkstation\b|\bon (?:one|a single) (?:host|machine)\b"
+        r"|\b(?:a|one|the same|single) [^,.;]{0,30}?\b(?:box|PC)\b|\bsingle (?:\w+ )?(?:VM|instance|machine|server)\b", _I)),
     ("context_multi_node", {}, re.compile(
         r"\b(?:two|2|three|3|four|4|eight|8|\d{2,})[- ]nodes?\b|multi-?node|across (?:\w+ )?nodes|cross-?node|inter-?node"
         r"|between (?:two|2) (?:nodes|servers|hosts|machines)|\bnodes\b", _I)),
@@ -73,9 +76,7 @@ _GEN_GBPS = {"FDR": 56, "EDR": 100, "HDR": 200, "NDR": 400, "XDR": 800}
 @extractor
 def symptom_context(ctx: Context) -> list[Finding]:
     ft = ctx.frame("FreeText")
-    if ft.empty:
-        return []
-    sym = ft[ft["source"] == "<symptom>"].sort_values("line", kind="stable")
+    sym = ft[ft["source"] == "<symptom>"].sort_values("line", kind="stable") if not ft.empty else ft
     out: list[Finding] = []
     seen: set[str] = set()
     for kind, attrs, rx in FACTS:
@@ -91,6 +92,12 @@ def symptom_context(ctx: Context) -> list[Finding]:
         out.append(finding(kind, f"The report says '{said}'.", rows.head(1),
                            attrs={**attrs, "said": said}))  # type: ignore[dict-item]
     kinds = {f.kind for f in out}
+    if "context_single_node" not in kinds and "context_multi_node" not in kinds:
+        one = _one_host_job(ctx)  # the evidence says so: every rank of the test on one host, or NCCL's nNodes 1
+        if one is not None:
+            out.append(finding("context_single_node", "Every rank of the job runs on one host.", one,
+                               attrs={"said": "", "from_evidence": True}))
+            kinds.add("context_single_node")
     if "context_single_node" in kinds and "context_multi_node" in kinds:
         # "works on one node, fails across two": the failing job spans nodes
         out = [f for f in out if f.kind != "context_single_node"]
@@ -102,6 +109,19 @@ def symptom_context(ctx: Context) -> list[Finding]:
         out.append(finding("context_link_rate", f"The report names a {max(rates)} Gb/s fabric.",
                            sym.head(1), attrs={"gbps": max(rates)}))
     return out
+
+
+def _one_host_job(ctx: Context) -> pd.DataFrame | None:
+    """A row showing that the job ran on one host, or None: NCCL's ``comm ... nNodes 1`` on every communicator, or
+    an nccl-tests run whose ranks (two or more) all name one host."""
+    comm = ctx.frame("NcclCommInfo")
+    if not comm.empty and "nnodes" in comm and int(comm["nnodes"].max()) == 1:
+        return comm.head(1)
+    ranks = ctx.frame("NcclTestsRank")
+    if not ranks.empty and "host" in ranks and len(ranks) >= 2 and ranks["host"].notna().all() \
+            and ranks["host"].nunique() == 1 and ctx.frame("NcclCommInfo").empty:
+        return ranks.head(1)
+    return None
 
 
 def symptom_rows(ctx: Context) -> pd.DataFrame:
