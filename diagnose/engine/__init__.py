@@ -83,7 +83,7 @@ DIFFERENTIAL_NOTE = "differential"
 
 def _differential(scored: list[Scored], listed: set[str], symptoms: list[Symptom],
                   missing: dict[str, set[str]], formats: set[str]) -> list[CauseResult]:
-    """With a symptom and fewer than DIFFERENTIAL_MIN causes on the evidence, the likeliest others (by score: the
+    """With a symptom, no confirmed cause and fewer than DIFFERENTIAL_MIN causes on the evidence, the likeliest others (by score: the
     rule's prior, what the symptom and its setting say, any weak clause), never one the evidence rules out, each
     with what to collect to decide it. They rank after every cause the evidence names and stay inconclusive."""
     kinds = {s.kind for s in symptoms if s.kind != "unknown"}
@@ -172,7 +172,8 @@ def infer(
                     if not formats.intersection(col.formats):
                         missing[col.command].add(spec.id)
     causes.sort(key=lambda c: (c.verdict != "confirmed", -c.score, c.id))
-    causes += _differential(scored, {c.id for c in causes}, symptoms, missing, formats)
+    if not any(c.verdict == "confirmed" for c in causes):  # a confirmed cause needs no list of guesses after it
+        causes += _differential(scored, {c.id for c in causes}, symptoms, missing, formats)
     miss = [MissingEvidence(would_decide=sorted(ids), collect=cmd) for cmd, ids in missing.items()]
     miss.sort(key=lambda m: (-len(m.would_decide), m.collect))
     log.info("inferred", causes=len(causes), confirmed=sum(c.verdict == "confirmed" for c in causes),
