@@ -14,6 +14,7 @@ import structlog
 
 from diagnose import forked, parsers, pooled
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
+from diagnose.bundle.normalize import clean_pasted
 from diagnose.bundle.session import segments
 from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole, tail_text
 from diagnose.bundle.sniff import HEAD_CHARS as SNIFF_HEAD_CHARS
@@ -161,8 +162,13 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
     if not bf.text.strip():
         ev.files.append(FileEntry(path=bf.path, format="empty", records=0, problem="empty file"))
         return
-    if bf.stream is None and _parse_session(bf, ev):
-        return
+    if bf.stream is None:
+        cleaned = clean_pasted(bf.text)
+        if cleaned is not bf.text:  # fences, quote marks or HTML entities of a paste, undone line for line
+            bf.text = cleaned
+            bf.sniffed = None
+        if _parse_session(bf, ev):
+            return
     sn = _sniff(bf)
     if not sn.formats:
         # no parser claims it: its known messages still count (a pasted fragment, a tool nothing reads yet)

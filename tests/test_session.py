@@ -51,3 +51,16 @@ def test_a_session_of_two_commands_is_read_by_both_tools(tmp_path: Path) -> None
     kinds = {f.kind for f in ev.findings}
     assert "port_not_active" in kinds
     assert "peermem_not_loaded" not in kinds  # a grep of lsmod that shows nvidia used by nv_peer_mem
+
+
+def test_a_quoted_fenced_paste_reads_as_the_log_with_its_own_line_numbers(tmp_path: Path) -> None:
+    from diagnose.bundle.normalize import clean_pasted
+
+    text = "> ```\n> > host1:1:1 [0] NCCL INFO NET/IB : No device found.\n> ```\n> it fails &gt; twice\n"
+    assert clean_pasted(text) == "\nhost1:1:1 [0] NCCL INFO NET/IB : No device found.\n\nit fails > twice\n"
+    plain = "host1:1:1 [0] NCCL INFO Using network IB\n10.0.0.1<0> &gt;\n"
+    assert clean_pasted(plain) is plain  # a log is left alone
+    (tmp_path / "reply.txt").write_text(text)
+    ev = gather([tmp_path], None)
+    hit = [f for f in ev.findings if f.kind == "nccl_ib_no_device"]
+    assert hit and hit[0].evidence[0].line == 2 and hit[0].location.host == "host1"

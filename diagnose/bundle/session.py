@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 # ``$ cmd``, ``# cmd``, ``user@host:~/dir$ cmd``, ``[user@host dir]# cmd``, ``(env) user@host $ cmd``,
 # ``/export/home/me/x# cmd``, ``PS> cmd``; the command after an optional sudo / time / env VAR=...
@@ -76,12 +77,35 @@ def prompt_of(line: str) -> tuple[str, str | None] | None:
     return cmd.rsplit("/", 1)[-1], fmt
 
 
+@lru_cache(maxsize=1)
+def _candidates() -> re.Pattern[str]:
+    """Lines that may be prompts: a ``$``/``#``/``%``/``>`` prompt before a command we read or any ``user@host``
+    or ``$`` prompt (which cut a session even when their command is not ours)."""
+    names = sorted({*COMMANDS, "nvidia-smi"}, key=len, reverse=True)
+    tools = "|".join(re.escape(n) for n in names)
+    return re.compile(
+        r"^[^\n]{0,200}?[$#%>]\s+(?:sudo\s+(?:-\S+\s+)*)?(?:[\w.~/\-]*/)?(?:" + tools + r")\b"
+        r"|^[^\n\s]*@[^\n\s]*[$#]\s|^\s{0,4}\$\s", re.M)
+
+
 def segments(text: str) -> list[Segment]:
     """The text cut at its prompt lines (none: one segment, the whole text, format None)."""
+    if "$ " not in text and "# " not in text and "> " not in text and "% " not in text:
+        return [Segment(1, None, text, "")]  # no prompt can be there
     lines = text.split("\n")
     cuts: list[tuple[int, str, str | None]] = []
-    for i, ln in enumerate(lines):
-        if len(ln) > 400:
+    starts = None
+    for m in _candidates().finditer(text):  # C-speed: the few lines that can be prompts
+        if starts is None:
+            import bisect
+
+            import numpy as np
+
+            nl = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32) == 10
+            starts = np.flatnonzero(nl)
+        i = int(bisect.bisect_left(starts, m.start()))  # lines before this one
+        ln = lines[i]
+        if len(ln) > 400 or (cuts and cuts[-1][0] == i):
             continue
         p = prompt_of(ln)
         if p is not None:

@@ -76,7 +76,8 @@ _GEN_GBPS = {"FDR": 56, "EDR": 100, "HDR": 200, "NDR": 400, "XDR": 800}
 @extractor
 def symptom_context(ctx: Context) -> list[Finding]:
     ft = ctx.frame("FreeText")
-    sym = ft[ft["source"] == "<symptom>"].sort_values("line", kind="stable") if not ft.empty else ft
+    sym = (ft[ft["source"] == "<symptom>"].sort_values("line", kind="stable") if not ft.empty
+           else pd.DataFrame(columns=["source", "line", "text", "host"]))
     out: list[Finding] = []
     seen: set[str] = set()
     for kind, attrs, rx in FACTS:
