@@ -26,12 +26,13 @@ def test_the_shipped_catalog_loads_clean_with_unique_ids_and_a_source_each() -> 
 @pytest.mark.parametrize("entry", CATALOG.entries, ids=[e.id for e in CATALOG.entries])
 def test_every_example_line_is_a_hit_of_its_own_entry_through_the_scanner(entry: MessageEntry) -> None:
     sc = Scanner(CATALOG)
+    context = f"{entry.within[0]}\n" if entry.within else ""  # a guarded entry's context, on a line of its own
     for ex in entry.examples:
-        hits = sc.scan(ex + "\n", "x.log")
+        hits = sc.scan(context + ex + "\n", "x.log")
         assert entry.id in {h.msg_id for h in hits}, ex
         assert {h.kind for h in hits if h.msg_id == entry.id} == {entry.finding}
     for ex in entry.not_examples:
-        assert entry.id not in {h.msg_id for h in sc.scan(ex, "x.log")}, ex
+        assert entry.id not in {h.msg_id for h in sc.scan(context + ex, "x.log")}, ex
 
 
 def test_a_bad_entry_is_reported_and_the_others_still_load(tmp_path: Path) -> None:
@@ -113,3 +114,11 @@ def test_a_failing_scanner_costs_no_parsed_record(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(scan_mod, "scanner", lambda: Boom())
     ev = gather([tmp_path], None)
     assert "port_not_active" in {f.kind for f in ev.findings}
+
+
+def test_a_guarded_entry_counts_only_in_its_context() -> None:
+    sc = Scanner(CATALOG)
+    other = "● openibd.service - openibd\n     Active: inactive (dead)\n"
+    fm = "● nvidia-fabricmanager.service - NVIDIA fabric manager service\n     Active: inactive (dead)\n"
+    assert "fm_not_running" not in {h.kind for h in sc.scan(other, "s.txt")}
+    assert "fm_not_running" in {h.kind for h in sc.scan(fm, "s.txt")}

@@ -33,6 +33,9 @@ COMMANDS: dict[str, str] = {
 }
 
 
+PASTE_CHARS = 256 * 1024
+
+
 @dataclass(frozen=True)
 class Segment:
     first_line: int  # 1-based line of the segment's first line in the whole text (the prompt line)
@@ -84,40 +87,40 @@ def _candidates() -> re.Pattern[str]:
     names = sorted({*COMMANDS, "nvidia-smi"}, key=len, reverse=True)
     tools = "|".join(re.escape(n) for n in names)
     return re.compile(
-        r"^[^\n]{0,200}?[$#%>]\s+(?:sudo\s+(?:-\S+\s+)*)?(?:[\w.~/\-]*/)?(?:" + tools + r")\b"
-        r"|^[^\n\s]*@[^\n\s]*[$#]\s|^\s{0,4}\$\s", re.M)
+        r"[$#%>][ \t]+(?:sudo[ \t]+(?:-\S+[ \t]+)*)?(?:[\w.~/\-]*/)?(?:" + tools + r")\b"
+        r"|@[^\n\s]*[$#][ \t]|^[ \t]{0,4}\$[ \t]", re.M)
 
 
 def segments(text: str) -> list[Segment]:
     """The text cut at its prompt lines (none: one segment, the whole text, format None)."""
     if "$ " not in text and "# " not in text and "> " not in text and "% " not in text:
         return [Segment(1, None, text, "")]  # no prompt can be there
-    lines = text.split("\n")
-    cuts: list[tuple[int, str, str | None]] = []
-    starts = None
-    for m in _candidates().finditer(text):  # C-speed: the few lines that can be prompts
-        if starts is None:
-            import bisect
-
-            import numpy as np
-
-            nl = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32) == 10
-            starts = np.flatnonzero(nl)
-        i = int(bisect.bisect_left(starts, m.start()))  # lines before this one
-        ln = lines[i]
-        if len(ln) > 400 or (cuts and cuts[-1][0] == i):
+    cuts: list[tuple[int, int, str, str | None]] = []  # (line index, offset of the line, command, format)
+    i, pos, last = 0, 0, -1
+    # a pasted session is small; in a larger file (a machine capture) only its head is looked at for prompts
+    for m in _candidates().finditer(text, 0, min(len(text), PASTE_CHARS)):  # the few lines that can be prompts
+        ls = text.rfind("\n", 0, m.start()) + 1
+        if ls == last:
+            continue
+        last = ls
+        le = text.find("\n", m.start())
+        ln = text[ls:le if le >= 0 else len(text)]
+        if len(ln) > 400:
             continue
         p = prompt_of(ln)
-        if p is not None:
-            cuts.append((i, p[0], p[1]))
+        if p is None:
+            continue
+        i += text.count("\n", pos, ls)  # the line's index, counted on from the last cut
+        pos = ls
+        cuts.append((i, ls, p[0], p[1]))
     if not cuts:
         return [Segment(1, None, text, "")]
     out: list[Segment] = []
-    if cuts[0][0] > 0:
-        out.append(Segment(1, None, "\n".join(lines[: cuts[0][0]]), ""))
-    for k, (i, cmd, fmt) in enumerate(cuts):
-        end = cuts[k + 1][0] if k + 1 < len(cuts) else len(lines)
-        out.append(Segment(i + 1, fmt, "\n".join(lines[i:end]), cmd))
+    if cuts[0][1] > 0:
+        out.append(Segment(1, None, text[: cuts[0][1] - 1], ""))
+    for k, (li, off, cmd, fmt) in enumerate(cuts):
+        end = cuts[k + 1][1] - 1 if k + 1 < len(cuts) else len(text)
+        out.append(Segment(li + 1, fmt, text[off:end], cmd))
     return out
 
 

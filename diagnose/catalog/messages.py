@@ -42,6 +42,9 @@ class MessageEntry(BaseModel):
     source: str = Field(min_length=8, description="the source file or document the string comes from")
     examples: list[str] = Field(min_length=1, description="real lines the pattern matches")
     not_examples: list[str] = Field(default_factory=list, description="lines it must not match")
+    within: list[str] = Field(default_factory=list, description=(
+        "the line counts only in a file that also holds one of these (a systemctl 'Active:' line is Fabric "
+        "Manager's only in a paste that names nvidia-fabricmanager)"))
 
     @field_validator("literal")
     @classmethod

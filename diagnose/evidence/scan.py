@@ -92,6 +92,8 @@ class Scanner:
             return []
         budget = {} if budget is None else budget
         ids = [e.id for e in self.entries]
+        guarded = {i for i, e in enumerate(self.entries)
+                   if e.within and not any(w.encode("utf-8") in raw for w in e.within)}  # out of their context
         hits: list[MessageHit] = []
         lineno, pos, last = first_line, 0, -1
         for li, start in found:  # in offset order
@@ -106,7 +108,7 @@ class Scanner:
             lineno += raw.count(b"\n", pos, ls)
             pos = ls
             row = raw[ls:le]
-            owners = sorted({o for i in self._literals_in(row) for o in self.owners[i]})
+            owners = sorted({o for i in self._literals_in(row) for o in self.owners[i]} - guarded)
             text = row.decode("utf-8", "replace").rstrip("\r")
             line_host: str | None = "?"
             for ei in owners:
