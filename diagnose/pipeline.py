@@ -14,9 +14,9 @@ import structlog
 
 from diagnose import forked, parsers, pooled
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
+from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole, tail_text
 from diagnose.bundle.normalize import clean_pasted
 from diagnose.bundle.session import segments
-from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole, tail_text
 from diagnose.bundle.sniff import HEAD_CHARS as SNIFF_HEAD_CHARS
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
@@ -184,7 +184,7 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
     if bf.stream is None:
         for mod in mods:
             n += _run_parser(mod, bf.text, bf, ev, problems)
-        ev.records.extend(_settled(scan(bf.text, bf.path, bf.host_hint), ev.records[first:]))
+        ev.records.extend(_settled(scan(bf.text, bf.path, bf.host_hint), ev.records, first))
     else:
         # a large file: line-oriented formats are parsed chunk by chunk (memory bounded by the chunk size),
         # the others see the head and tail of the file
@@ -214,7 +214,7 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
                     n += _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
                 hits = pre.hits(bf.path, bf.host_hint, first_line, budget)
                 del pre
-                ev.records.extend(_settled(hits, ev.records[first:]) if hits else hits)
+                ev.records.extend(_settled(hits, ev.records, first))
                 done += len(chunk)
                 if progress:
                     progress(f"{bf.path} {min(100, done * 100 // max(1, bf.stream.size))}%", -1, -1)
@@ -224,7 +224,7 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
             for mod in capped:
                 n += _run_parser(mod, text, bf, ev, problems)
             if not streamed and not bulk:
-                ev.records.extend(_settled(scan(text, bf.path, bf.host_hint), ev.records[first:]))
+                ev.records.extend(_settled(scan(text, bf.path, bf.host_hint), ev.records, first))
     ev.files.append(FileEntry(path=bf.path, format="+".join(sn.formats), records=n,
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
 
@@ -260,24 +260,26 @@ def _parse_session(bf: BundleFile, ev: Evidence) -> bool:
             n += got
             if f not in formats and (got or f == sg.fmt):
                 formats.append(f)
-    ev.records.extend(_settled(scan(bf.text, bf.path, bf.host_hint), ev.records[first:]))
-    n_hits = len(ev.records) - first - n
-    fmt = "+".join(formats) if formats else ("messages" if n_hits > 0 else "unknown")
-    ev.files.append(FileEntry(path=bf.path, format=fmt, records=len(ev.records) - first,
+    hits = _settled(scan(bf.text, bf.path, bf.host_hint), ev.records, first)
+    ev.records.extend(hits)
+    fmt = "+".join(formats) if formats else ("messages" if hits else "unknown")
+    ev.files.append(FileEntry(path=bf.path, format=fmt, records=n + len(hits),
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
     return True
 
 
-def _settled(hits: list[Record], parsed: list[Record]) -> list[Record]:
+def _settled(hits: list[Record], records: list[Record], first: int = 0) -> list[Record]:
     """The catalog's hits of one file, a stated setting (``NCCL_X set by environment to Y``) as the EnvSetting
-    record a parser would make of it, unless a parser already did for that line (``parsed``: this file's records)."""
+    record a parser would make of it, unless a parser already did for that line (``records[first:]``: the records
+    parsed so far from this file; read only when a hit states a setting)."""
     if not any(h.kind == "env_setting" for h in hits):  # type: ignore[attr-defined]
         return hits
     import json
+    from itertools import islice
 
     from diagnose.parsers._common import EnvSetting
 
-    have = {(r.line, r.name) for r in parsed if isinstance(r, EnvSetting)}
+    have = {(r.source, r.line, r.name) for r in islice(records, first, None) if isinstance(r, EnvSetting)}
     out: list[Record] = []
     for h in hits:
         if h.kind != "env_setting":  # type: ignore[attr-defined]
@@ -285,8 +287,8 @@ def _settled(hits: list[Record], parsed: list[Record]) -> list[Record]:
             continue
         a = json.loads(h.attrs)  # type: ignore[attr-defined]
         name, value = str(a.get("name", "")), str(a.get("value", ""))
-        if name and (h.line, name) not in have:
-            have.add((h.line, name))
+        if name and (h.source, h.line, name) not in have:
+            have.add((h.source, h.line, name))
             out.append(EnvSetting(source=h.source, line=h.line, text=h.text, host=h.host, name=name,
                                   value=value.rstrip(".,;"), origin="nccl_log"))
     return out

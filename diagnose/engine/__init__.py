@@ -20,6 +20,7 @@ from diagnose.models.diagnosis import (
     RuledOut,
     Symptom,
 )
+from diagnose.symptoms import SYMPTOM_SOURCE
 
 log = structlog.get_logger("diagnose.engine")
 
@@ -78,7 +79,6 @@ def _ordered(sc: Scored, groups: list[tuple[str, list[Finding]]], clauses: list[
 
 
 DIFFERENTIAL_MIN = 3  # with a symptom, at least this many causes are named, however thin the evidence
-DIFFERENTIAL_NOTE = "differential"
 
 
 def _differential(scored: list[Scored], listed: set[str], symptoms: list[Symptom],
@@ -99,7 +99,7 @@ def _differential(scored: list[Scored], listed: set[str], symptoms: list[Symptom
             continue
         ev = _refs(_ordered(sc, sc.supports, list(spec.evidence.supports)), MAX_EVIDENCE)
         if not ev:
-            ev = [EvidenceRef(file="<symptom>", line=1, text=text[:240], finding="symptom")]
+            ev = [EvidenceRef(file=SYMPTOM_SOURCE, line=1, text=text[:240], finding="symptom")]
         out.append(CauseResult(
             id=spec.id, title=spec.title, score=sc.score, confidence="low", verdict="inconclusive",
             summary="Not shown by the evidence: " + ("a likely cause of this symptom in this setting."

@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 MAX_HITS_PER_ENTRY = 500  # per file: a log repeating one error a million times says it no louder than 500 times
 _NCCL_WHO = re.compile(r"(?:^|\s|\]|:)([A-Za-z][\w.\-]*):(?:\d+|X+):(?:\d+|X+) \[(\d+)\]")
-_LOCATION_GROUPS = ("host", "device", "port", "rank", "gpu", "peer")
+LOCATION_GROUPS = ("host", "device", "port", "rank", "gpu", "peer")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +49,9 @@ class Scanner:
         self.literals = sorted(lits)
         self.owners = [tuple(sorted(lits[lit])) for lit in self.literals]
         self.static = [json.dumps(e.attrs, sort_keys=True) for e in self.entries]
+        self.ids = [e.id for e in self.entries]
+        # entries that count only in a file holding one of their context words: (entry index, the words as bytes)
+        self.within = [(i, tuple(w.encode("utf-8") for w in e.within)) for i, e in enumerate(self.entries) if e.within]
         self._auto = None
         if _ac is not None and self.literals:  # the DFA: ~1.5x the NFA's speed for a few hundred literals
             self._auto = _ac.BytesAhoCorasick(self.literals, implementation=_ac.Implementation.DFA)
@@ -57,7 +60,7 @@ class Scanner:
     def _matches(self, data: bytes) -> list[tuple[int, int]]:
         """(literal index, start offset) of every occurrence of every literal."""
         if self._auto is not None:
-            # one literal per occurrence is enough to pick a line: the others of that line are found by `in` below
+            # one literal per occurrence is enough to pick a line: _literals_in finds all of that line's
             return [(i, s) for i, s, _e in self._auto.find_matches_as_indexes(data)]
         out: list[tuple[int, int]] = []
         for i, lit in enumerate(self.literals):
@@ -70,8 +73,7 @@ class Scanner:
     def _literals_in(self, row: bytes) -> set[int]:
         """Every literal a (short) line holds, overlapping ones too."""
         if self._auto is not None:
-            return {i for i, _s, _e in self._auto.find_matches_as_indexes(row, overlapping=False)} | {
-                i for i, _s, _e in self._overlap.find_matches_as_indexes(row, overlapping=True)}
+            return {i for i, _s, _e in self._overlap.find_matches_as_indexes(row, overlapping=True)}
         return {i for i, lit in enumerate(self.literals) if lit in row}
 
     def prefilter(self, data: bytes | str) -> tuple[bytes, list[tuple[int, int]]]:
@@ -91,9 +93,8 @@ class Scanner:
         if not found:
             return []
         budget = {} if budget is None else budget
-        ids = [e.id for e in self.entries]
-        guarded = {i for i, e in enumerate(self.entries)
-                   if e.within and not any(w.encode("utf-8") in raw for w in e.within)}  # out of their context
+        ids = self.ids
+        guarded = {i for i, words in self.within if not any(w in raw for w in words)}  # out of their context
         hits: list[MessageHit] = []
         lineno, pos, last = first_line, 0, -1
         for li, start in found:  # in offset order
@@ -140,20 +141,18 @@ class Scanner:
                           attrs=blob)
 
 
-@lru_cache(maxsize=2)
-def _scanner(key: int) -> Scanner:
+@lru_cache(maxsize=1)
+def scanner() -> Scanner:
+    """The shipped catalog's scanner, built once per process."""
     return Scanner(default_messages())
 
 
-def scanner() -> Scanner:
-    """The shipped catalog's scanner, built once per process."""
-    return _scanner(0)
-
-
 def scan(data: bytes | str, source: str, host: str | None = None, first_line: int = 1,
-         budget: dict[str, int] | None = None) -> list[MessageHit]:
+         budget: dict[str, int] | None = None,
+         pre: tuple[bytes, list[tuple[int, int]]] | None = None) -> list[MessageHit]:
+    """:meth:`Scanner.scan` of the shipped catalog; a failure is logged and costs only the hits."""
     try:
-        return scanner().scan(data, source, host, first_line, budget)
+        return scanner().scan(data, source, host, first_line, budget, pre)
     except Exception as exc:  # noqa: BLE001 - the catalog pass never costs a file its parsed records
         import structlog
 
@@ -186,17 +185,7 @@ class Prefetch:
     def hits(self, source: str, host: str | None, first_line: int, budget: dict[str, int]) -> list[MessageHit]:
         if self.thread is not None:
             self.thread.join()
-        if self.error is not None or self.pre is None:
-            return scan(self.chunk, source, host, first_line, budget)
-        try:
-            return scanner().scan(self.chunk, source, host, first_line, budget, self.pre)
-        except Exception as exc:  # noqa: BLE001 - as scan(): never costs the file its records
-            import structlog
-
-            structlog.get_logger("diagnose.scan").warning("message_scan_failed", file=source, error=repr(exc))
-            return []
-
-
-LOCATION_GROUPS = _LOCATION_GROUPS
+        # a failed prefilter is run again inline, where scan() reports what fails
+        return scan(self.chunk, source, host, first_line, budget, None if self.error is not None else self.pre)
 
 __all__ = ["LOCATION_GROUPS", "MessageHit", "Prefetch", "Scanner", "scan", "scanner"]

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from itertools import chain, compress
+from itertools import chain, compress, islice
 from operator import itemgetter, not_
 from typing import Any
 
@@ -246,7 +246,7 @@ def sniff(head: str) -> int:
             return 95
     if hits:
         return 60 + 10 * hits
-    loose = sum(1 for _ in zip(range(3), _SNIFF_LOOSE.finditer(head)))
+    loose = sum(1 for _ in islice(_SNIFF_LOOSE.finditer(head), 3))
     return 0 if loose == 0 else 45 + 10 * loose  # NCCL's lines with their prefix cut by a paste
 
 

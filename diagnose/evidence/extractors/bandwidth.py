@@ -14,7 +14,9 @@ import pandas as pd
 
 from diagnose.evidence.context import Context, finding, sval
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.context import IB_GEN_GBPS, symptom_rows
 from diagnose.models.diagnosis import Finding
+from diagnose.symptoms import SYMPTOM_SOURCE
 
 LARGE_MSG = 64 * 1024 * 1024
 
@@ -116,7 +118,6 @@ _STATED_AFTER = re.compile(r"^\s*(?:theoretical|expected|line rate|peak)", re.I)
 _NICS = re.compile(r"\b(?P<n>\d{1,2})\s?x\s?(?:(?P<gen>NDR|HDR|EDR|XDR)\b(?:\s?(?P<g2>\d{2,3})\s?G(?:b(?:/s|ps)?)?)?"
                    r"|(?P<g>\d{2,3})\s?G(?:b(?:/s|ps)?|bE)?\b)", re.I)
 _AGG = re.compile(r"~?(?P<g>\d{2,4})\s?Gb(?:/s|ps)?\s+(?:of\s+)?(?:IB|InfiniBand|RoCE|network|bandwidth)", re.I)
-_GEN_GBPS = {"EDR": 100.0, "HDR": 200.0, "NDR": 400.0, "XDR": 800.0}
 _ONE = re.compile(r"single[- ]node|one node|within (?:a|one) node|intra-node|single (?:machine|server|host)"
                   r"|\bdesktop\b|\bworkstation\b", re.I)
 _MULTI = re.compile(r"\b(?:two|2|three|3|four|4|eight|8|\d{2,})[- ]nodes?\b|multi-?node|across (?:\w+ )?nodes"
@@ -127,7 +128,7 @@ def _symptom_nic_gbs(text: str) -> tuple[float | None, str]:
     """GB/s of one node's NICs as the report states them ("4x HDR", "8x 200G", "~400 Gb/s of IB")."""
     m = _NICS.search(text)
     if m:
-        gbps = float(m["g"] or m["g2"] or _GEN_GBPS[m["gen"].upper()])
+        gbps = float(m["g"] or m["g2"] or IB_GEN_GBPS[m["gen"].upper()])
         return int(m["n"]) * gbps / 8.0, f"the {m.group(0)} NICs the report names"
     m = _AGG.search(text)
     if m:
@@ -153,8 +154,7 @@ def reported_bandwidth(ctx: Context) -> list[Finding]:
     (a pasted footer), against what the hardware should give: the expectation the report states ("against ~100
     GB/s theoretical"), else the per-node NIC aggregate of the ports in the bundle, else the NICs the report names
     ("4x HDR"). Given as ``busbw_measured`` (``basis: reported``), so the rules weigh it as they weigh a table."""
-    ft = ctx.frame("FreeText")
-    sym = ft[ft["source"] == "<symptom>"] if not ft.empty else ft
+    sym = symptom_rows(ctx)
     text = " ".join(sym["text"].astype(str)) if not sym.empty else ""
     nodes = 1 if _ONE.search(text) else 2 if _MULTI.search(text) else None
     out: list[Finding] = []
@@ -182,7 +182,7 @@ def reported_bandwidth(ctx: Context) -> list[Finding]:
                 expected, basis = _symptom_nic_gbs(text)
         ratio = round(measured / expected, 3) if expected else None
         pct = f", {ratio * 100:.0f}% of the {expected:g} GB/s expected from {basis}" if ratio is not None else ""
-        where = "The report says" if rows["source"].iloc[0] == "<symptom>" else "nccl-tests averages"
+        where = "The report says" if rows["source"].iloc[0] == SYMPTOM_SOURCE else "nccl-tests averages"
         measured_table = not ctx.frame("NcclTestsRow").empty  # a measured table speaks for itself
         out.append(finding(
             "busbw_measured" if ratio is not None and not measured_table else "busbw_reported",

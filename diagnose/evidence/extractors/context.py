@@ -15,12 +15,18 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding
+from diagnose.symptoms import SYMPTOM_SOURCE
 
 _I = re.I
+# the report names a RoCE fabric (also read by the catalog's transport findings, extractors/messages.py)
+ROCE_SAID = re.compile(
+    r"\bRoCE(?:v2)?\b|RDMA over Converged|\bRDMA over Ethernet|\bBroadcom\b|bnxt_re|ConnectX-\d Lx|\bL3 switch", _I)
+# InfiniBand generations -> Gb/s of a 4X port (IBTA: FDR 56, EDR 100, HDR 200, NDR 400, XDR 800)
+IB_GEN_GBPS = {"FDR": 56, "EDR": 100, "HDR": 200, "NDR": 400, "XDR": 800}
+
 # (finding kind, attributes, pattern): the first pattern of a kind that matches a line sets its attributes
 FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
-    ("context_fabric", {"fabric": "roce"}, re.compile(
-        r"\bRoCE(?:v2)?\b|RDMA over Converged|\bRDMA over Ethernet|\bBroadcom\b|bnxt_re|ConnectX-\d Lx|\bL3 switch", _I)),
+    ("context_fabric", {"fabric": "roce"}, ROCE_SAID),
     ("context_fabric", {"fabric": "efa"}, re.compile(r"\bEFA\b|Elastic Fabric Adapter|libfabric|aws-ofi-nccl", _I)),
     ("context_fabric", {"fabric": "ib"}, re.compile(r"InfiniBand|\b(?:HDR|EDR|NDR|FDR|XDR)\b|\bIB\b|IPoIB", _I)),
     ("context_fabric", {"fabric": "ethernet"}, re.compile(r"\bEthernet\b|\bTCP\b|\b(?:10|25|40)\s?G(?:b|bE|bps)?\b", _I)),
@@ -70,14 +76,11 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
 )
 _RATE = re.compile(r"\b(?P<g>100|200|400|800|56|40|25|50)\s?G(?:b(?:/s|ps)?|bE)?\b|\b(?P<gen>NDR|HDR|EDR|FDR|XDR)\b", _I)
-_GEN_GBPS = {"FDR": 56, "EDR": 100, "HDR": 200, "NDR": 400, "XDR": 800}
 
 
 @extractor
 def symptom_context(ctx: Context) -> list[Finding]:
-    ft = ctx.frame("FreeText")
-    sym = (ft[ft["source"] == "<symptom>"].sort_values("line", kind="stable") if not ft.empty
-           else pd.DataFrame(columns=["source", "line", "text", "host"]))
+    sym = symptom_rows(ctx).sort_values("line", kind="stable")
     out: list[Finding] = []
     seen: set[str] = set()
     for kind, attrs, rx in FACTS:
@@ -105,7 +108,7 @@ def symptom_context(ctx: Context) -> list[Finding]:
     rates = []
     for t in sym["text"].astype(str):
         for m in _RATE.finditer(t):
-            rates.append(int(m["g"]) if m["g"] else _GEN_GBPS[m["gen"].upper()])
+            rates.append(int(m["g"]) if m["g"] else IB_GEN_GBPS[m["gen"].upper()])
     if rates:
         out.append(finding("context_link_rate", f"The report names a {max(rates)} Gb/s fabric.",
                            sym.head(1), attrs={"gbps": max(rates)}))
@@ -126,5 +129,8 @@ def _one_host_job(ctx: Context) -> pd.DataFrame | None:
 
 
 def symptom_rows(ctx: Context) -> pd.DataFrame:
+    """The lines of the symptom text (an empty frame with FreeText's columns when there is none)."""
     ft = ctx.frame("FreeText")
-    return ft[ft["source"] == "<symptom>"] if not ft.empty else ft
+    if ft.empty:
+        return pd.DataFrame(columns=["source", "line", "text", "host"])
+    return ft[ft["source"] == SYMPTOM_SOURCE]

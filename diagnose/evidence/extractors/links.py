@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -119,18 +118,14 @@ def port_states(ctx: Context) -> list[Finding]:
 
 
 _PORT_RATE = re.compile(r"\b(?P<gen>NDR|HDR|EDR|XDR)\b|\b(?P<g>100|200|400|800)\s?G(?:b(?:/s|ps)?)?\s?(?:HDR|NDR|EDR|IB\b|InfiniBand)", re.I)
-_GEN = {"EDR": 100.0, "HDR": 200.0, "NDR": 400.0, "XDR": 800.0}
-
-
 def _stated_port_gbps(ctx: Context) -> float | None:
     """The per-port InfiniBand rate the report names ("200G HDR", "NDR"), or None."""
-    ft = ctx.frame("FreeText")
-    if ft.empty:
-        return None
+    from diagnose.evidence.extractors.context import IB_GEN_GBPS, symptom_rows
+
     rates = []
-    for t in ft[ft["source"] == "<symptom>"]["text"].astype(str):
+    for t in symptom_rows(ctx)["text"].astype(str):
         for m in _PORT_RATE.finditer(t):
-            rates.append(_GEN[m["gen"].upper()] if m["gen"] else float(m["g"]))
+            rates.append(float(IB_GEN_GBPS[m["gen"].upper()]) if m["gen"] else float(m["g"]))
     return max(rates) if rates else None
 
 

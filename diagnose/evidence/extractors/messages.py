@@ -7,14 +7,17 @@ a host is one finding with a count, and the same message on two hosts is two fin
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 
 from diagnose.catalog.messages import default_messages
 from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.context import ROCE_SAID, symptom_rows
 from diagnose.evidence.scan import LOCATION_GROUPS
 from diagnose.models.diagnosis import Finding, Location
+from diagnose.symptoms import SYMPTOM_SOURCE
 
 MAX_FINDINGS_PER_ENTRY = 16
 
@@ -53,7 +56,7 @@ def known_messages(ctx: Context) -> list[Finding]:
         files = sorted(set(grp["source"]))
         summary = f"{says.get(str(msg_id), str(msg_id))}{where} ({n} line{'s' if n != 1 else ''})."
         flat = {k: v for k, v in attrs.items() if isinstance(v, str | int | float | bool) or v is None}
-        flat.update({"message": str(msg_id), "lines": n, "in_symptom": files == ["<symptom>"]})
+        flat.update({"message": str(msg_id), "lines": n, "in_symptom": files == [SYMPTOM_SOURCE]})
         if kind in _TRANSPORT_KINDS and "roce" not in flat:
             flat["roce"] = roce  # what the same error means depends on the fabric (error 12 on RoCE: GID, PFC)
         if "size" in attrs and "size_mib" not in flat:
@@ -87,13 +90,8 @@ def _roce(ctx: Context) -> bool:
     init = ctx.frame("NcclNetInit")
     if not init.empty and any("RoCE" in str(t) for t in init["link_layers"].tolist()):
         return True
-    from diagnose.evidence.extractors.context import FACTS, symptom_rows
-
     sym = symptom_rows(ctx)
-    if sym.empty:
-        return False
-    rx = next(r for k, a, r in FACTS if k == "context_fabric" and a.get("fabric") == "roce")
-    return bool(sym["text"].astype(str).str.contains(rx).any())
+    return not sym.empty and bool(sym["text"].astype(str).str.contains(ROCE_SAID).any())
 
 
 _UNIT_MIB = {"k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024}
@@ -142,7 +140,5 @@ def stack_versions(ctx: Context) -> list[Finding]:
 
 def _release(v: str) -> str:
     """``2.18.1+cuda12.1`` and ``2.18.1-1`` are the same NCCL release: compare up to the third number."""
-    import re
-
     m = re.match(r"v?(\d+(?:\.\d+){0,2})", v)
     return m.group(1) if m else v

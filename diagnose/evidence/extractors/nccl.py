@@ -536,11 +536,11 @@ def nccl_config(ctx: Context) -> list[Finding]:
               | ((env["name"] == "NCCL_NET") & (env["value"].astype(str).str.strip("'\" ").str.lower() == "socket"))]
     if not off.empty:
         names = sorted({f"{n}={v}" for n, v in zip(off["name"], off["value"], strict=True)})
-        from diagnose.evidence.extractors.stack import _WORKAROUND
+        from diagnose.evidence.extractors.stack import WORKAROUND
 
         sym = off[off["origin"] == "symptom"]
         # "works with NCCL_IB_DISABLE=1": the failing run used IB, and the setting is what avoids the failure
-        workaround = bool(len(sym) == len(off) and sym["text"].astype(str).str.contains(_WORKAROUND).any())
+        workaround = bool(len(sym) == len(off) and sym["text"].astype(str).str.contains(WORKAROUND).any())
         out.append(finding(
             "nccl_ib_disabled_env",
             f"The job sets {', '.join(names)}: NCCL is told not to use IB/RoCE." if not workaround else

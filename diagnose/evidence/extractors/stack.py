@@ -433,7 +433,7 @@ def stack_versions(ctx: Context) -> list[Finding]:
 
 # ----------------------------------------------------------------------------------------------- transport overrides
 
-_WORKAROUND = re.compile(
+WORKAROUND = re.compile(
     r"\b(?:avoids?|avoided|work[- ]?arounds?|fix(?:es|ed)?|helps?|goes away|went away|resolv\w*|makes? it work"
     r"|works? (?:with|when|if|after)|otherwise|temporar\w*|no longer hangs?|stops? hanging"
     r"|it (?:works|runs|passes|completes)|(?:results|output) (?:are |is )?correct)\b",
@@ -550,7 +550,7 @@ def transport_overrides(ctx: Context) -> list[Finding]:
             for (name, val), grp in e.groupby(["name", "val"], sort=True):
                 effect = str(grp["effect"].iloc[0])
                 sym = grp[grp["origin"] == "symptom"]
-                reported_workaround = bool(sym["text"].astype(str).str.contains(_WORKAROUND).any())
+                reported_workaround = bool(sym["text"].astype(str).str.contains(WORKAROUND).any())
                 symptom_only = bool((grp["origin"] == "symptom").all())
                 hosts = sorted({str(h) for h in grp["host"].dropna()})
                 nvl, nvs = (False, False)
