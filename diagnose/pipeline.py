@@ -28,7 +28,15 @@ from diagnose.gcpause import Pause
 from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding, Location, Symptom
 from diagnose.models.records import ColumnBatch, Record
 from diagnose.parsers.base import SNIFF_THRESHOLD
-from diagnose.symptoms import FINDING_SYMPTOMS, SYMPTOM_SOURCE, from_text, text_records
+from diagnose.symptoms import (
+    FINDING_SYMPTOMS,
+    SYMPTOM_SOURCE,
+    FreeText,
+    classify,
+    from_text,
+    prose_records,
+    text_records,
+)
 
 if not structlog.is_configured():  # library use: quiet by default; the CLI and service configure their own
     from diagnose.logging_setup import configure
@@ -174,7 +182,10 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
         # no parser claims it: its known messages still count (a pasted fragment, a tool nothing reads yet)
         hits = _settled(scan(bf.text, bf.path, bf.host_hint) if bf.stream is None else _scan_large(bf, limits), [])
         ev.records.extend(hits)
-        ev.files.append(FileEntry(path=bf.path, format="messages" if hits else "unknown", records=len(hits),
+        prose = prose_records(bf.text, bf.path, bf.host_hint) if bf.stream is None else []
+        ev.records.extend(prose)
+        fmt = "messages" if hits else "prose" if prose else "unknown"
+        ev.files.append(FileEntry(path=bf.path, format=fmt, records=len(hits) + len(prose),
                                   problem="; ".join(bf.problems) or None))
         return
     problems = list(bf.problems)
@@ -262,8 +273,10 @@ def _parse_session(bf: BundleFile, ev: Evidence) -> bool:
                 formats.append(f)
     hits = _settled(scan(bf.text, bf.path, bf.host_hint), ev.records, first)
     ev.records.extend(hits)
-    fmt = "+".join(formats) if formats else ("messages" if hits else "unknown")
-    ev.files.append(FileEntry(path=bf.path, format=fmt, records=n + len(hits),
+    prose = prose_records(bf.text, bf.path, bf.host_hint)  # the reporter's words between the commands
+    ev.records.extend(prose)
+    fmt = "+".join(formats) if formats else ("messages" if hits else "prose" if prose else "unknown")
+    ev.files.append(FileEntry(path=bf.path, format=fmt, records=n + len(hits) + len(prose),
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
     return True
 
@@ -707,6 +720,15 @@ def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: Lo
         ev.symptoms.extend(from_text(symptom, symptom_source))
         ev.records.extend(text_records(symptom))
         ev.records.extend(_settled(scan(symptom, SYMPTOM_SOURCE), ev.records))
+    if not any(s.kind != "unknown" for s in ev.symptoms):
+        # no symptom said what failed: the reporter's sentences in the bundle may (a report.txt's "hangs")
+        for r in ev.records:
+            if isinstance(r, FreeText) and r.source != SYMPTOM_SOURCE:
+                for kind in classify(r.text):
+                    if all(s.kind != kind for s in ev.symptoms):
+                        ev.symptoms.append(Symptom(kind=kind, text=r.text, source=f"{r.source}:{r.line}"))  # type: ignore[arg-type]
+        if len(ev.symptoms) > 1:
+            ev.symptoms = [s for s in ev.symptoms if s.kind != "unknown"]
     if remote is not None:
         # the frames the child's fabric extractors read first, sent before this process builds the rest: the
         # child starts on its part ~0.5 s earlier at 4,096 hosts (each frame is built from its table alone)

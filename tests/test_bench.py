@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from diagnose.bench import bench_accuracy, bench_sweep, exact_location, sweep_pairs, write_mixed_bundle
 from diagnose.models.diagnosis import Location
 from diagnose.simulate import compatible
@@ -82,6 +84,7 @@ def test_sweep_pairs_are_distinct_compatible_and_seeded() -> None:
     assert {c for p in pairs for c in p} <= set(causes)
 
 
+@pytest.mark.slow
 def test_sweep_scores_singles_pairs_and_healthy(tmp_path: Path) -> None:
     res = bench_sweep(hosts=8, runs=1, pairs=True, seed=2, causes=["bad_cable", "host.gdr_unavailable"],
                       keep=tmp_path / "misses")
@@ -100,6 +103,7 @@ def test_sweep_scores_singles_pairs_and_healthy(tmp_path: Path) -> None:
     assert "pairs: both in the top 3 in 1/1 (100%)" in table
 
 
+@pytest.mark.slow
 def test_scale_bench_row_measures_a_real_triage(tmp_path) -> None:
     """One small size end to end: the bundle is simulated and triaged in child processes, and the row says so."""
     from diagnose.bench import bench_scale, scale_table
@@ -114,6 +118,7 @@ def test_scale_bench_row_measures_a_real_triage(tmp_path) -> None:
     assert not any(tmp_path.iterdir())  # the bundles are removed
 
 
+@pytest.mark.slow
 def test_scale_bench_repeats_give_medians_and_keep_every_run(tmp_path) -> None:
     import statistics
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -120,6 +121,7 @@ def test_host_hint_from_folder_and_not_from_tool_folders(tmp_path: Path) -> None
                      "positive-x1/ibstat.out": None, "node-3/logs/y.log": "node-3"}
 
 
+@pytest.mark.slow
 def test_name_shortcut_sniffs_every_fixture_file_like_the_full_round() -> None:
     """The short way for well-named files (ibstat.txt, dmesg.txt...) must pick what asking every sniffer picks."""
     from diagnose.bundle.sniff import HEAD_CHARS, _named_sure, sniff_file

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from diagnose.bundle import LoadLimits, load_inputs
 from diagnose.pipeline import _offloadable, gather, triage
 from diagnose.render import render_json
@@ -53,6 +55,7 @@ def _bundle(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_large_bundle_is_byte_identical_and_localised(tmp_path: Path, catalog) -> None:
     b = _bundle(tmp_path / "bundle")
     ev = gather([b])

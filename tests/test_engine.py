@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from diagnose.engine import infer
 from diagnose.engine.rete import match
 from diagnose.engine.scoring import score_all
@@ -51,6 +53,7 @@ def test_threshold_conditions_match_only_above_threshold() -> None:
     assert ("rising", "a") in got
 
 
+@pytest.mark.slow
 def test_match_is_deterministic_with_10k_facts() -> None:
     spec = _spec()
     fs = [_f(f"f{i}", "port_counter_errors" if i % 3 else "ib_completion_error", delta=i % 40, status=12 if i % 2 else 5)

@@ -8,6 +8,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from diagnose import pipeline
 from diagnose.bundle import LoadLimits, load_inputs
@@ -23,6 +24,7 @@ def _records() -> list[Record]:
     return ev.records
 
 
+@pytest.mark.slow
 def test_every_record_type_round_trips_through_its_field_values() -> None:
     records = _records()
     kinds = {type(r) for r in records}

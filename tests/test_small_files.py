@@ -144,6 +144,7 @@ def test_ibstat_sniff_scores() -> None:
 # ------------------------------------------------------------------------------------------------------- dmesg
 
 
+@pytest.mark.slow
 def test_dmesg_message_memo_matches_the_patterns() -> None:
     bodies = {dmesg._peel(ln)[0] for p, t in TEXTS for ln in t.split("\n")[:3000]}
     for body in bodies:

@@ -4,7 +4,8 @@ Each cause starts at its prior (``RuleSpec.prior``, a base rate among incidents)
 clause that matched adds its weight once (strong 4.0, moderate 2.0, weak 1.0 nats); every against
 clause that matched subtracts (strong 5.0, moderate 2.5, weak 1.0); an *expects* clause whose
 evidence is absent although its source was collected subtracts its weight. A cause that explains
-an observed symptom gains 0.5; when symptoms were observed and it explains none, it loses 0.5.
+an observed symptom gains 0.5; when symptoms were observed and it explains none, it loses 1.5 (a cause
+of slow collectives is a poor answer to a failed init, however strong its own evidence).
 The score is the logistic of the sum. A cause is *confirmed* when its score reaches the rule's
 ``confirm.min_score`` and it has at least ``min_strong`` strong clauses or ``or_min_moderate``
 moderate ones, and no strong clause against it; *ruled out* when evidence against matched and its
@@ -24,6 +25,7 @@ from diagnose.models.rule import RuleSpec
 SUPPORT_W = {"strong": 4.0, "moderate": 2.0, "weak": 1.0}
 AGAINST_W = {"strong": 5.0, "moderate": 2.5, "weak": 1.0}
 SYMPTOM_W = 0.5
+UNEXPLAINED_W = 1.5  # a cause that explains none of the observed symptoms: a slow-path cause for a failed init
 RULED_OUT_BELOW = 0.2
 
 
@@ -78,7 +80,7 @@ def score_all(
                 sc.missing.append(e.id)
         if kinds:
             sc.explains_symptom = bool(kinds.intersection(spec.explains))
-            logit += SYMPTOM_W if sc.explains_symptom else -SYMPTOM_W
+            logit += SYMPTOM_W if sc.explains_symptom else -UNEXPLAINED_W
         sc.score = round(_sigmoid(logit), 4)
         enough = n_strong >= spec.confirm.min_strong or n_mod + n_strong >= spec.confirm.or_min_moderate
         if sc.supports and enough and sc.score >= spec.confirm.min_score and not strong_against:

@@ -19,7 +19,7 @@ _ENV_IN_TEXT = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)=(\"[^\"]*\"|'[^']*'|[^
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("collective_timeout", re.compile(r"time[sd]? ?out|timed out|\bhang|\bhung|stuck|watchdog|deadlock|froze", re.I)),
     ("collective_slow", re.compile(r"\bslow|busbw|bandwidth|throughput|GB/s|Gb/s|degrad|drop(?:ped)? to|below line rate|straggl", re.I)),
-    ("init_failure", re.compile(r"\binit|ncclCommInit|unhandled system error|failed to (?:initiali[sz]e|start)|bootstrap|not yet initiali", re.I)),
+    ("init_failure", re.compile(r"(?:\b|_)init|ncclCommInit|unhandled system error|failed to (?:initiali[sz]e|start)|bootstrap|not yet initiali", re.I)),
     ("connection_error", re.compile(r"connection (?:refused|reset|closed)|completion with error|error 12\b|retry exceeded|unreachable|remote process exited", re.I)),
     ("gpu_error", re.compile(r"\bxid\b|fallen off the bus|\becc\b|cuda error|gpu (?:error|fault|lost)", re.I)),
     ("link_errors", re.compile(r"symbol error|link (?:down|flap)|flapping|\bcable|port (?:down|polling)|\bber\b|link error", re.I)),
@@ -29,7 +29,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FreeText(Record):
-    """One line of user-supplied symptom text."""
+    """One line the reporter wrote: of the symptom text (file ``<symptom>``) or a sentence in a bundle file."""
 
 
 def classify(text: str) -> list[str]:
@@ -53,6 +53,48 @@ def text_records(text: str) -> list[Record]:
         for m in _ENV_IN_TEXT.finditer(ln):
             if is_comm_env(m.group(1)):
                 recs.append(EnvSetting(source=SYMPTOM_SOURCE, line=i, text=clip(ln), name=m.group(1),
+                                       value=m.group(2).strip("'\"").rstrip(".,;)"), origin="symptom"))
+    return recs
+
+
+# A line the reporter wrote (a sentence), not a line a tool printed: words, mostly alphabetic, and English function
+# words that log lines rarely carry; lines shaped like a log record (timestamps, levels, key: value) are not prose.
+_FUNCTION_WORDS = re.compile(
+    r"\b(?:the|is|are|was|were|but|when|if|it|this|that|we|I|my|our|only|also|does|did|do|not|works?|worked|fine"
+    r"|seems?|tried|using|because|which|have|has|had|after|before|then|than|would|could|should|can)\b")
+_LOG_SHAPED = re.compile(
+    r"^\s*(?:\[?\d{4}-\d\d-\d\d|\[\s*\d+\.\d+\]|\w{3} [ \d]\d \d\d:|\S+:\d+:\d+ |\[\d+(?:,\d+)?\]<std)"
+    r"|\bNCCL (?:INFO|WARN|TRACE)\b|\b(?:INFO|WARN(?:ING)?|ERROR|DEBUG)\s*[:\]]|^\s*[\w.\-]+\s*[:=]\s*\S+\s*$|[{}<>|]{2}")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’\-]*[.,;:!?)]*$")
+PROSE_MAX_BYTES = 256 * 1024  # a reporter's notes are short; a larger file is a tool's output
+
+
+def is_prose(line: str) -> bool:
+    """A sentence a person wrote: six or more words, three in four of them alphabetic, two function words."""
+    s = line.strip()
+    if len(s) < 24 or len(s) > 4000 or _LOG_SHAPED.search(s):
+        return False
+    toks = s.split()
+    if len(toks) < 6 or sum(1 for t in toks if _WORD.match(t.lstrip("('\"`"))) * 4 < len(toks) * 3:
+        return False
+    return len(_FUNCTION_WORDS.findall(s)) >= 2
+
+
+def prose_records(text: str, source: str, host: str | None = None) -> list[Record]:
+    """The sentences of a file the reporter wrote or pasted prose into (a ``report.txt``, notes around a paste), as
+    :class:`FreeText` records of that file, and the communication settings they name (``Setting
+    NCCL_P2P_DISABLE=1 did workaround``) as EnvSetting records of origin ``symptom``: the reporter's words count
+    like the ticket's, wherever they were written."""
+    if len(text) > PROSE_MAX_BYTES:
+        return []
+    recs: list[Record] = []
+    for i, ln in enumerate(text.split("\n"), 1):
+        if not is_prose(ln):
+            continue
+        recs.append(FreeText(source=source, line=i, text=clip(ln), host=host))
+        for m in _ENV_IN_TEXT.finditer(ln):
+            if is_comm_env(m.group(1)):
+                recs.append(EnvSetting(source=source, line=i, text=clip(ln), name=m.group(1), host=host,
                                        value=m.group(2).strip("'\"").rstrip(".,;)"), origin="symptom"))
     return recs
 

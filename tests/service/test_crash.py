@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from diagnose.service.bench import alertmanager_payload, free_socket
 from diagnose.service.store import open_store
@@ -62,6 +63,7 @@ def _wait(cond: Any, what: str, timeout: float = 180) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_killed_service_resumes_and_processes_every_request_exactly_once(tmp_path: Path, recorder: Any) -> None:
     proc, base, _ = _serve(tmp_path, recorder.url)
     store = None

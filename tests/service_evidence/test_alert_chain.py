@@ -176,6 +176,7 @@ def prom_value(url: str, query: str) -> float | None:
     return float(res[0]["value"][1]) if res else None
 
 
+@pytest.mark.slow
 def test_alert_chain_to_diagnosis(chain: Chain, tmp_path: Path) -> None:
     deadline = time.monotonic() + DEADLINE_S
     symbol_error = write_sysfs(tmp_path / "sys")

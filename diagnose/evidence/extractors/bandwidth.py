@@ -16,7 +16,6 @@ from diagnose.evidence.context import Context, finding, sval
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.context import IB_GEN_GBPS, symptom_rows
 from diagnose.models.diagnosis import Finding
-from diagnose.symptoms import SYMPTOM_SOURCE
 
 LARGE_MSG = 64 * 1024 * 1024
 
@@ -158,19 +157,19 @@ def reported_bandwidth(ctx: Context) -> list[Finding]:
     text = " ".join(sym["text"].astype(str)) if not sym.empty else ""
     nodes = 1 if _ONE.search(text) else 2 if _MULTI.search(text) else None
     out: list[Finding] = []
-    cands: list[tuple[pd.DataFrame, float, float | None]] = []
+    cands: list[tuple[pd.DataFrame, float, float | None, str]] = []
     for _, row in sym.iterrows():
         measured, stated = _figures(str(row["text"]))
         if measured is not None:
-            cands.append((pd.DataFrame([row]), measured, stated))
+            cands.append((pd.DataFrame([row]), measured, stated, "The report says"))
             break
     summ = ctx.frame("NcclTestsSummary")
     if not summ.empty and ctx.frame("NcclTestsRow").empty and "avg_busbw" in summ:
         got = summ[summ["avg_busbw"].notna()]
         if not got.empty:
             best = got.loc[got["avg_busbw"].astype(float).idxmax()]
-            cands.append((pd.DataFrame([best]), float(best["avg_busbw"]), None))
-    for rows, measured, stated in cands:
+            cands.append((pd.DataFrame([best]), float(best["avg_busbw"]), None, "nccl-tests averages"))
+    for rows, measured, stated, where in cands:
         expected, basis = None, ""
         if stated:
             expected, basis = stated, "the expectation the report states"
@@ -182,7 +181,6 @@ def reported_bandwidth(ctx: Context) -> list[Finding]:
                 expected, basis = _symptom_nic_gbs(text)
         ratio = round(measured / expected, 3) if expected else None
         pct = f", {ratio * 100:.0f}% of the {expected:g} GB/s expected from {basis}" if ratio is not None else ""
-        where = "The report says" if rows["source"].iloc[0] == SYMPTOM_SOURCE else "nccl-tests averages"
         measured_table = not ctx.frame("NcclTestsRow").empty  # a measured table speaks for itself
         out.append(finding(
             "busbw_measured" if ratio is not None and not measured_table else "busbw_reported",

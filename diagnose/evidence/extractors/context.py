@@ -71,6 +71,11 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_pair_dependent", {}, re.compile(
         r"nodes? \d+ ?(?:\+|and|&|/) ?\d+[^.;]{0,60}?\d+(?:\.\d+)? ?GB/s[^.;]{0,40}?(?:while|but|whereas|vs\.?)[^.;]{0,30}?"
         r"nodes? \d+ ?(?:\+|and|&|/) ?\d+", _I)),
+    # memory that could not be allocated or registered at start-up (UCX, verbs, MPI_Init, NCCL's buffers): pinned
+    # memory an RDMA stack registers is capped by the locked-memory limit before anything else
+    ("context_alloc_failure", {}, re.compile(
+        r"memory allocation (?:error|fail)\w*|(?:cannot|can't|could ?n[o']t|unable to|failed to) (?:allocate|register|pin)"
+        r"|out of (?:pinned|locked|registered) memory|\bENOMEM\b|memory registration (?:error|fail)\w*", _I)),
     ("context_slow", {}, re.compile(
         r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
@@ -80,7 +85,7 @@ _RATE = re.compile(r"\b(?P<g>100|200|400|800|56|40|25|50)\s?G(?:b(?:/s|ps)?|bE)?
 
 @extractor
 def symptom_context(ctx: Context) -> list[Finding]:
-    sym = symptom_rows(ctx).sort_values("line", kind="stable")
+    sym = symptom_rows(ctx)
     out: list[Finding] = []
     seen: set[str] = set()
     for kind, attrs, rx in FACTS:
@@ -129,8 +134,11 @@ def _one_host_job(ctx: Context) -> pd.DataFrame | None:
 
 
 def symptom_rows(ctx: Context) -> pd.DataFrame:
-    """The lines of the symptom text (an empty frame with FreeText's columns when there is none)."""
+    """The reporter's lines: the symptom text first, then the sentences written into the bundle's files (a
+    ``report.txt``, the words around a paste), each file in line order (an empty frame with FreeText's columns
+    when there are none)."""
     ft = ctx.frame("FreeText")
     if ft.empty:
         return pd.DataFrame(columns=["source", "line", "text", "host"])
-    return ft[ft["source"] == SYMPTOM_SOURCE]
+    key = ft["source"].ne(SYMPTOM_SOURCE).astype(int).astype(str) + "\0" + ft["source"].astype(str)
+    return ft.assign(_k=key).sort_values(["_k", "line"], kind="stable").drop(columns="_k")

@@ -107,33 +107,50 @@ def size_mib(size: object, unit: object) -> float | None:
     return round(n * _UNIT_MIB[u], 3) if u in _UNIT_MIB else round(n / 1048576, 3)
 
 
+# what a process loaded and printed (a banner), as opposed to what a package list says is installed
+_LOADED = frozenset({"versions.nccl.banner", "versions.ucx.init_banner", "versions.nccl_tests"})
+
+
 @extractor
 def stack_versions(ctx: Context) -> list[Finding]:
-    """The versions of one component seen in the evidence (pip/conda/dpkg lists, banners, ofed_info, ucx_info):
-    two or more distinct ones mean the hosts or the images do not run the same stack."""
+    """The versions of one component that the evidence's sources (each file, and each host a file names) report:
+    pip/conda/dpkg lists, banners, ofed_info, ucx_info. Two sources whose sets of releases differ mean the hosts or
+    images do not run the same stack (one host's pip list with nccl 2.20.5 where the others have 2.19.3, or two
+    nodes' NCCL banners). Two releases in one source are not a mismatch: an environment holds the cu11 and the
+    cu12 wheel side by side. The symptom's own versions ("worked with 2.6, fails with 2.7") are a version change,
+    read by the context extractor, not a second stack."""
     hits = hit_frame(ctx, "component_version")
     if hits.empty:
         return []
-    rows = []
-    for idx, blob in zip(hits.index, hits["attrs"], strict=True):
+    hits = hits[hits["source"] != SYMPTOM_SOURCE]
+    # per component: per source key (file, host) the releases it reports, and whether it printed what it loaded
+    seen: dict[str, dict[tuple[str, str], set[str]]] = {}
+    loaded: dict[str, set[tuple[str, str]]] = {}
+    idxs: dict[str, list[int]] = {}
+    for idx, src, host, msg, blob in zip(hits.index, hits["source"], hits["host"].fillna(""), hits["msg_id"],
+                                         hits["attrs"], strict=True):
         a = json.loads(str(blob))
         comp, ver = a.get("component"), a.get("version")
-        if comp and ver:
-            rows.append((idx, str(comp), str(ver)))
-    out: list[Finding] = []
-    by: dict[str, dict[str, list[int]]] = {}
-    for idx, comp, ver in rows:
-        by.setdefault(comp, {}).setdefault(_release(ver), []).append(idx)
-    for comp in sorted(by):
-        vers = by[comp]
-        if len(vers) < 2:
+        if not (comp and ver):
             continue
-        idxs = sorted(i for v in vers.values() for i in v)
-        names = sorted(vers)
+        key = (str(src), str(host))
+        seen.setdefault(str(comp), {}).setdefault(key, set()).add(_release(str(ver)))
+        idxs.setdefault(str(comp), []).append(idx)
+        if msg in _LOADED:
+            loaded.setdefault(str(comp), set()).add(key)
+    out: list[Finding] = []
+    for comp in sorted(seen):
+        by_src = seen[comp]
+        if len({frozenset(v) for v in by_src.values()}) < 2:
+            continue
+        names = sorted(set().union(*by_src.values()))
         out.append(finding(
             "component_versions_differ",
-            f"{len(names)} different {comp} versions in the evidence: {', '.join(names[:4])}.",
-            hits.loc[idxs], Location(), {"component": comp, "versions": len(names)},
+            f"{len(by_src)} sources report different {comp} versions ({', '.join(names[:4])}): the hosts or images "
+            "do not run one stack.",
+            hits.loc[sorted(idxs[comp])], Location(),
+            {"component": comp, "versions": len(names), "sources": len(by_src),
+             "loaded": len(loaded.get(comp, ())) >= 2},
         ))
     return out
 

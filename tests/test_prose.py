@@ -1,0 +1,83 @@
+"""The reporter's own sentences in a bundle, and versions reported by several sources.
+
+The texts are lines of the field corpus (verbatim pastes from public threads, fixtures/field/*/README.md cites each).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnose.pipeline import gather
+from diagnose.symptoms import is_prose
+
+FIELD = Path(__file__).resolve().parent.parent / "fixtures" / "field"
+
+
+def _lines(case: str, name: str) -> list[str]:
+    return (FIELD / case / name).read_text().splitlines()
+
+
+def test_sentences_are_prose_and_tool_lines_are_not() -> None:
+    report = _lines("286-pxb-pix-p2p-hang-vtd-bios", "report.txt")
+    assert is_prose("all_reduce_perf works fine only with those linked through SYS. The rest will result in hanging.")
+    assert is_prose("Setting NCCL_P2P_DISABLE=1 did workaround but got really low speed.")
+    assert not is_prose("NCCL version 2.10.X")
+    assert sum(map(is_prose, report)) == 2
+    topo = _lines("286-pxb-pix-p2p-hang-vtd-bios", "nvidia-smi-topo.txt")
+    assert not any(map(is_prose, topo))
+    log = _lines("015-nccl-version-mismatch-one-node", "nccl-node4.log")
+    assert not any(is_prose(ln) for ln in log if "NCCL INFO" in ln)
+    gids = _lines("134-k8s-pod-roce-version-num-hang-pin-gid", "show_gids.out")
+    assert not any(map(is_prose, gids))
+
+
+@pytest.fixture(scope="module")
+def p2p_case():  # type: ignore[no-untyped-def]
+    return gather([FIELD / "286-pxb-pix-p2p-hang-vtd-bios"])
+
+
+def test_a_file_of_prose_is_read_as_the_report(p2p_case) -> None:  # type: ignore[no-untyped-def]
+    fmt = {Path(f.path).name: f.format for f in p2p_case.files}
+    assert fmt["report.txt"] == "prose"
+    kinds = {f.kind: f for f in p2p_case.findings}
+    # "Setting NCCL_P2P_DISABLE=1 did workaround": the reporter's words, so P2P off is what avoids the failure
+    over = kinds["nccl_transport_override"]
+    assert over.attrs["effect"] == "p2p_off" and over.attrs["workaround"] is True
+    assert over.evidence[0].file.endswith("report.txt") and over.evidence[0].line == 5
+
+
+def test_without_a_symptom_the_reports_sentences_say_what_failed(p2p_case) -> None:  # type: ignore[no-untyped-def]
+    assert [s.kind for s in p2p_case.symptoms] == ["collective_timeout"]
+    assert p2p_case.symptoms[0].source.endswith("report.txt:3")
+
+
+def test_versions_of_two_sources_differ_but_two_wheels_of_one_do_not(tmp_path: Path) -> None:
+    case = FIELD / "015-nccl-version-mismatch-one-node"
+    one = tmp_path / "one"
+    one.mkdir()
+    # one pip list holding nvidia-nccl-cu11 and nvidia-nccl-cu12: one environment, not two stacks
+    (one / "pip.out").write_text((case / "pip-freeze-nccl-node1.out").read_text())
+    assert "component_versions_differ" not in {f.kind for f in gather([one]).findings}
+    both = tmp_path / "both"
+    both.mkdir()
+    for name in ("pip-freeze-nccl-node1.out", "pip-freeze-nccl-nodes2-4.out"):
+        (both / name).write_text((case / name).read_text())
+    differ = [f for f in gather([both]).findings if f.kind == "component_versions_differ"]
+    assert len(differ) == 1
+    assert differ[0].attrs["component"] == "nccl" and differ[0].attrs["sources"] == 2
+    assert differ[0].attrs["loaded"] is False  # package lists, not what a process printed
+
+
+def test_two_nodes_banners_are_loaded_versions() -> None:
+    ev = gather([FIELD / "015-nccl-version-mismatch-one-node"])
+    differ = [f for f in ev.findings if f.kind == "component_versions_differ"]
+    assert differ and differ[0].attrs["loaded"] is True
+
+
+def test_an_allocation_failure_at_init_makes_the_memlock_limit_a_suspect() -> None:
+    ev = gather([], "OpenMPI over UCX/InfiniBand jobs fail during MPI_Init with memory allocation errors from UCX")
+    assert "init_failure" in {s.kind for s in ev.symptoms}
+    assert "context_alloc_failure" in {f.kind for f in ev.findings}
+    assert "context_alloc_failure" not in {f.kind for f in gather([], "MPI_Init hangs on 4 nodes").findings}
