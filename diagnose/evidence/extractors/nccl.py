@@ -344,7 +344,8 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
         for host, lls in zip(init["host"].fillna("").tolist(), init["link_layers"].tolist(), strict=True):
             vals = [x for x in lls if x]
             if vals:
-                res[host] = "RoCE" if "RoCE" in vals else "IB"
+                # a DGX lists eight IB HCAs and one RoCE port (storage, management): the job's fabric is the majority's
+                res[host] = "RoCE" if 2 * vals.count("RoCE") > len(vals) else "IB"
     ports = ctx.frame("IbPort")
     if not ports.empty and "link_layer" in ports:
         per_host: dict[str, set[object]] = {}
