@@ -46,3 +46,18 @@ def test_a_symptom_alone_gives_a_ranked_differential_with_what_to_collect() -> N
     assert len(d.causes) >= 3
     assert all(c.verdict == "inconclusive" for c in d.causes)
     assert d.missing_evidence
+
+
+def test_a_busbw_given_as_a_fraction_of_the_expected_one_is_measured() -> None:
+    k = _kinds("4-node x 8 V100 all_reduce_perf over one 100G EDR HCA per node reaches only about half of the ~12 GB/s"
+               " the card should deliver.")
+    assert k["busbw_measured"]["busbw_gbs"] == 6.0 and k["busbw_measured"]["expected_gbs"] == 12.0
+    assert _kinds("all_reduce_perf gives 30% of the expected 100 GB/s")["busbw_measured"]["ratio"] == 0.3
+
+
+def test_a_failure_that_comes_and_goes_is_read_as_intermittent() -> None:
+    assert "context_intermittent" in _kinds(
+        "MPI ring test over RoCE on a 24-node cluster fails intermittently with retry exceeded")
+    assert "context_intermittent" in _kinds("the job sometimes hangs at the first allreduce")
+    # 'sometimes' that qualifies when, not whether: not an intermittent failure
+    assert "context_intermittent" not in _kinds("NaN after a few iterations (sometimes at the second iteration)")

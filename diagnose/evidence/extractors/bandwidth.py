@@ -135,8 +135,21 @@ def _symptom_nic_gbs(text: str) -> tuple[float | None, str]:
     return None, ""
 
 
+# "only about half of the ~12 GB/s the card should deliver", "30% of the expected 100 GB/s": a measured figure
+# given as a fraction of the stated one
+_FRACTION = re.compile(
+    r"\b(?P<f>half|a third|one third|a quarter|one quarter|(?P<pct>\d{1,2}(?:\.\d+)?)\s?%)\s+of\s+(?:the\s+)?"
+    r"(?:expected\s+|theoretical\s+|nominal\s+)?~?(?P<v>\d+(?:\.\d+)?)\s*GB/s", re.I)
+_FRACTIONS = {"half": 0.5, "a third": 1 / 3, "one third": 1 / 3, "a quarter": 0.25, "one quarter": 0.25}
+
+
 def _figures(text: str) -> tuple[float | None, float | None]:
     """(measured, stated expectation) in GB/s from one line of the report."""
+    fr = _FRACTION.search(text)
+    if fr:
+        stated = float(fr["v"])
+        part = float(fr["pct"]) / 100 if fr["pct"] else _FRACTIONS[fr["f"].lower()]
+        return round(stated * part, 3), stated
     measured = stated = None
     for m in _GBS.finditer(text):
         val = float(m.group(1))

@@ -76,6 +76,13 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_alloc_failure", {}, re.compile(
         r"memory allocation (?:error|fail)\w*|(?:cannot|can't|could ?n[o']t|unable to|failed to) (?:allocate|register|pin)"
         r"|out of (?:pinned|locked|registered) memory|\bENOMEM\b|memory registration (?:error|fail)\w*", _I)),
+    # the failure comes and goes: configuration (a GID index, an MTU, an interface) fails every run the same way;
+    # what is intermittent is physical or load-dependent (lossy RoCE, a marginal cable, congestion, a flapping port)
+    ("context_intermittent", {}, re.compile(
+        r"\bintermittent\w*|\bsporadic\w*|\brandom(?:ly)? (?:fail|hang|crash|error)\w*"
+        r"|\b(?:sometimes|occasionally) (?:\w+ )?(?:fails?|hangs?|crash\w*|errors?|works?|pass\w*|succeed\w*|time[sd]? out)"
+        r"|\bflaky\b|from time to time|once in a while|(?:re-?runs?|retries|retrying) (?:\w+ )?(?:often |usually )?(?:pass|succeed|work)"
+        r"|could(?: not|n't) reproduce|not (?:always|every time)|every (?:few|couple of) (?:hours|days|runs)", _I)),
     ("context_slow", {}, re.compile(
         r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
