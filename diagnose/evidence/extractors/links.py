@@ -452,3 +452,48 @@ def link_events(ctx: Context) -> list[Finding]:
                     {"downs": len(grp), "ups": len(ups)},
                 ))
     return out
+
+
+@extractor
+def netdev_states(ctx: Context) -> list[Finding]:
+    """``ibdev2netdev`` lines whose netdev is ``(Down)``: on RoCE the netdev is the port, on InfiniBand the IPoIB
+    interface follows the port's state, so a Down netdev is a port that does not carry traffic, unless the port's
+    own state (ibstat, sysfs) in the bundle says Active (then only the IPoIB interface is down). ``relevant``: the
+    job uses or should use the device (NCCL lists it or is told to, the report names it, or every RDMA device the
+    host lists is down)."""
+    maps = ctx.frame("DevNetMap")
+    if maps.empty or "up" not in maps:
+        return []
+    down = maps[maps["up"].eq(False)]
+    if down.empty:
+        return []
+    ports = ctx.frame("IbPort")
+    active: set[tuple[str, str]] = set()
+    if not ports.empty:
+        act = ports[ports["state"] == "Active"]
+        active = {(sval(h) or "", str(d)) for h, d in zip(act["host"], act["device"], strict=True)}
+    listed, forced = _nccl_devices(ctx)
+    sym = " ".join(symptom_rows_text(ctx))
+    out: list[Finding] = []
+    for (host, dev), grp in down.groupby([down["host"].fillna(""), down["device"]], sort=True):
+        if (str(host), str(dev)) in active or ("", str(dev)) in active:
+            continue
+        named = dev in (forced.get(host) or forced.get("*") or set()) | (listed.get(host) or listed.get("*") or set())
+        said = bool(re.search(rf"\b{re.escape(str(dev))}\b|\b{re.escape(str(grp['netdev'].iloc[0]))}\b", sym))
+        on_host = maps[maps["host"].fillna("") == host]
+        all_down = bool(on_host["up"].eq(False).all())
+        row = grp.head(1)
+        out.append(finding(
+            "rdma_netdev_down",
+            f"ibdev2netdev shows {dev} port {int(row['port'].iloc[0])} -> {row['netdev'].iloc[0]} Down"
+            + (f" on {host}" if host else "") + ": the port does not carry traffic.",
+            row, Location(host=str(host) or None, device=str(dev), port=int(row["port"].iloc[0])),
+            {"relevant": bool(named or said or all_down), "all_down": all_down},
+        ))
+    return out
+
+
+def symptom_rows_text(ctx: Context) -> list[str]:
+    from diagnose.evidence.extractors.context import symptom_rows
+
+    return [str(t) for t in symptom_rows(ctx)["text"]]
