@@ -61,3 +61,9 @@ def test_a_failure_that_comes_and_goes_is_read_as_intermittent() -> None:
     assert "context_intermittent" in _kinds("the job sometimes hangs at the first allreduce")
     # 'sometimes' that qualifies when, not whether: not an intermittent failure
     assert "context_intermittent" not in _kinds("NaN after a few iterations (sometimes at the second iteration)")
+
+
+def test_wrong_results_are_read_from_the_report() -> None:
+    assert "context_wrong_results" in _kinds("copying a tensor from cuda:0 to cuda:1 silently yields zeros")
+    assert "context_wrong_results" in _kinds("MirroredStrategy training produces NaN losses within a few iterations")
+    assert "context_wrong_results" not in _kinds("ncclSocketInit connecting to an address with a garbage address family")

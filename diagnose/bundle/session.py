@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "ibnetdiscover": "ibnetdiscover", "sminfo": "sminfo", "ethtool": "ethtool", "mlxlink": "mlxlink",
     "ibqueryerrors": "ibqueryerrors", "dcgmi": "dcgmi", "rdma": "rdma_statistic", "smpquery": "smpquery",
     "ibswitches": "ibswinfo", "ibdiagnet": "ibdiagnet_log", "scontrol": "slurm", "sacct": "slurm",
+    **{f"ib_{op}_{kind}": "perftest" for op in ("write", "read", "send", "atomic") for kind in ("bw", "lat")},
+    "show_gids": "show_gids", "p2pBandwidthLatencyTest": "cuda_p2p", "simpleP2P": "cuda_p2p",
 }
 
 

@@ -83,6 +83,10 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"|\b(?:sometimes|occasionally) (?:\w+ )?(?:fails?|hangs?|crash\w*|errors?|works?|pass\w*|succeed\w*|time[sd]? out)"
         r"|\bflaky\b|from time to time|once in a while|(?:re-?runs?|retries|retrying) (?:\w+ )?(?:often |usually )?(?:pass|succeed|work)"
         r"|could(?: not|n't) reproduce|not (?:always|every time)|every (?:few|couple of) (?:hours|days|runs)", _I)),
+    # results that are wrong, not slow or failed: NaN losses, zeros or garbage after a GPU-to-GPU copy
+    ("context_wrong_results", {}, re.compile(
+        r"\bNaNs?\b(?! (?:check|detect))|\b(?:garbage|wrong|incorrect|corrupt\w*) (?:values?|results?|data|outputs?|gradients?|tensors?)"
+        r"|(?:yields?|returns?|gives?|contains?|produces?) (?:all )?zeros|silent(?:ly)? (?:data )?corrupt\w*|gradients differ", _I)),
     ("context_slow", {}, re.compile(
         r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
