@@ -67,3 +67,10 @@ def test_wrong_results_are_read_from_the_report() -> None:
     assert "context_wrong_results" in _kinds("copying a tensor from cuda:0 to cuda:1 silently yields zeros")
     assert "context_wrong_results" in _kinds("MirroredStrategy training produces NaN losses within a few iterations")
     assert "context_wrong_results" not in _kinds("ncclSocketInit connecting to an address with a garbage address family")
+
+
+def test_gpudirect_not_in_use_is_read_but_a_gdr_workaround_is_not_that() -> None:
+    assert "context_gdr_missing" in _kinds(
+        "NCCL traffic over the NICs does not use the direct GPU-to-NIC RDMA path; what is missing?")
+    k = _kinds("training succeeds when GDR is disabled, crashes when it is on")
+    assert "context_gdr_missing" not in k and k["context_workaround"]["path"] == "gdr"

@@ -63,6 +63,8 @@ def command_format(cmd: str, args: str) -> str | None:
         return _nvidia_smi(args)
     if base in ("cat", "less", "more", "tail", "head"):  # `cat /sys/.../ib/...`, `cat /etc/nccl.conf`
         return None
+    if base == "lspci" and re.search(r"(?:^|\s)-[A-Za-z]*t", args):  # lspci -t / -tv / -vt: the tree, not -vvv
+        return "lspci_tree"
     return COMMANDS.get(base)
 
 

@@ -46,7 +46,12 @@ def thresholds_of(cat: Catalog, overrides: dict[str, float] | None = None) -> di
 def _location(sc: Scored) -> Location:
     clauses = {c.id: c for c in sc.spec.evidence.supports}
     best: tuple[tuple[int, int, str], Location] | None = None
+    # a weak clause never places a cause that stronger evidence found job-wide (a host's error trace beside the
+    # job's bootstrap failures); it places one only when it is all there is
+    firm = any(clauses[cid].weight != "weak" for cid, _ in sc.supports)
     for cid, fs in sc.supports:
+        if firm and clauses[cid].weight == "weak":
+            continue
         for f in fs:
             loc = f.location
             if loc.is_empty():

@@ -67,6 +67,10 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"(?:succeeds?|works?|fine|passes)\w* (?:\w+ ){0,4}(?:nv_peer_mem\w*|nvidia[-_]peermem|GDR|GPUDirect(?: RDMA)?)\w* "
         r"(?:module )?(?:is |are )?(?:disabled|unloaded|off|removed)|crash\w* (?:\w+ ){0,3}when (?:the )?"
         r"(?:nv_peer_mem\w*|nvidia[-_]peermem|GDR)\w* (?:module )?is (?:loaded|enabled)", _I)),
+    # the report says GPUDirect RDMA is not in use (the question is then why: peermem, ACS, the NIC's distance)
+    ("context_gdr_missing", {}, re.compile(
+        r"(?:not|n't|never) (?:use|using|used|enabl\w*|tak\w*)(?: the)?(?: direct)? (?:GPU[- ]to[- ]NIC (?:RDMA|path)|GPUDirect(?: RDMA)?"
+        r"|GDR(?:DMA)?)\b|\b(?:GPUDirect(?: RDMA)?|GDR(?:DMA)?) (?:is |was )?(?:not (?:used|enabled|working|active)|missing)", _I)),
     # the same test is fast between some pairs of nodes and slow between others: the path, not a node
     ("context_pair_dependent", {}, re.compile(
         r"nodes? \d+ ?(?:\+|and|&|/) ?\d+[^.;]{0,60}?\d+(?:\.\d+)? ?GB/s[^.;]{0,40}?(?:while|but|whereas|vs\.?)[^.;]{0,30}?"
@@ -112,6 +116,10 @@ def symptom_context(ctx: Context) -> list[Finding]:
         out.append(finding(kind, f"The report says '{said}'.", rows.head(1),
                            attrs={**attrs, "said": said}))  # type: ignore[dict-item]
     kinds = {f.kind for f in out}
+    if "context_gdr_missing" in kinds and any(f.kind == "context_workaround" and f.attrs.get("path") == "gdr" for f in out):
+        # "works when GDR is disabled": the failing run used GPUDirect RDMA
+        out = [f for f in out if f.kind != "context_gdr_missing"]
+        kinds.discard("context_gdr_missing")
     if "context_single_node" not in kinds and "context_multi_node" not in kinds:
         one = _one_host_job(ctx)  # the evidence says so: every rank of the test on one host, or NCCL's nNodes 1
         if one is not None:
