@@ -16,8 +16,8 @@ def kinds(*names: str, tmp: Path | None = None) -> dict[str, list[dict[str, obje
     paths: list[Path] = []
     for n in names:
         if tmp is not None:  # per-host folder, as a bundle holds a host's captures
-            (tmp / n).write_bytes((DATA / n).read_bytes())
-        paths.append(DATA / n if tmp is None else tmp / n)
+            (tmp / Path(n).name).write_bytes((DATA / n).read_bytes())
+        paths.append(DATA / n if tmp is None else tmp / Path(n).name)
     out: dict[str, list[dict[str, object]]] = {}
     for f in gather(paths).findings:
         if f.kind.startswith("p2p_"):
@@ -78,24 +78,24 @@ def test_pairs_without_access_are_counted_once_per_host() -> None:
 def test_denied_pairs_across_sockets_are_normal_under_one_switch_they_are_not(tmp_path: Path) -> None:
     a = tmp_path / "a"
     a.mkdir()
-    got = kinds("nccl257_gtx1080ti_iommu_cut.out", "var_topo_4gpu_two_switches.txt", tmp=a)
+    got = kinds("nccl257_gtx1080ti_iommu_cut.out", "with_topo/var_topo_4gpu_two_switches.txt", tmp=a)
     assert got["p2p_access_denied"][0]["topology_known"] is True
     assert "p2p_access_denied_same_switch" not in got  # the CANNOT pairs are SYS
     b = tmp_path / "b"
     b.mkdir()
-    got = kinds("kinghorn_2x3090_trpro_no_p2p.txt", "var_topo_2gpu_pix.txt", tmp=b)
+    got = kinds("kinghorn_2x3090_trpro_no_p2p.txt", "with_topo/var_topo_2gpu_pix.txt", tmp=b)
     assert got["p2p_access_denied_same_switch"] == [{"pairs": 1, "host": "trp64", "refs": 4}]
 
 
 def test_an_nvlink_pair_with_pcie_like_p2p(tmp_path: Path) -> None:
-    got = kinds("kinghorn_2x6000ada_trpro_healthy.txt", "var_topo_2gpu_nv4.txt", tmp=tmp_path)
+    got = kinds("kinghorn_2x6000ada_trpro_healthy.txt", "with_topo/var_topo_2gpu_nv4.txt", tmp=tmp_path)
     (nv,) = got["p2p_nvlink_pairs"]
     assert nv["links"] == 4 and nv["pairs"] == 1 and nv["min_gbps"] == 26.31
     assert float(nv["min_ratio"]) < threshold("gpu.nvlink_degraded", "nvlink_p2p_gain_min")
 
 
 def test_nvlink_pairs_far_above_pcie(tmp_path: Path) -> None:
-    got = kinds("nccl1264_h100_nvlink_cut.txt", "var_topo_h100_nv18.txt", tmp=tmp_path)
+    got = kinds("nccl1264_h100_nvlink_cut.txt", "with_topo/var_topo_h100_nv18.txt", tmp=tmp_path)
     (nv,) = got["p2p_nvlink_pairs"]
     assert nv["links"] == 18 and nv["pairs"] == 7  # row 0 of the cut writes matrix: 0->1 .. 0->7
     assert float(nv["min_ratio"]) > 9 and float(nv["min_ratio"]) >= threshold("gpu.nvlink_degraded",

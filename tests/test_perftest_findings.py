@@ -22,7 +22,7 @@ def kinds(paths: list[Path], symptom: str | None = None) -> dict[str, list[Findi
 
 def split_session(tmp_path: Path) -> list[Path]:
     """The ibstat block and the perftest client block of one pasted session, as two files."""
-    text = (PT / "var_felixfu520_ibstat_then_write_bw_client.txt").read_text()
+    text = (PT / "sessions" / "var_felixfu520_ibstat_then_write_bw_client.txt").read_text()
     ib, _, bw = text.partition("\n\n")
     (tmp_path / "ibstat.txt").write_text(ib + "\n")
     (tmp_path / "bw.txt").write_text(bw)

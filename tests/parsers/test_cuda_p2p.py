@@ -129,7 +129,7 @@ def test_sniff() -> None:
     for name in ("kinghorn_2x4090_trpro_simpleP2P_failed.txt", "nccl814_6gpu_p2p_below_staged_cut.txt",
                  "nccl1264_h100_nvlink_bidir.txt", "kinghorn_update_4090_p2p_off_driver.md"):
         assert cuda_p2p.sniff(read(name)) >= 85, name
-    assert cuda_p2p.sniff(read("var_topo_h100_nv18.txt")) == 0
+    assert cuda_p2p.sniff(read("with_topo/var_topo_h100_nv18.txt")) == 0
     assert nvidia_smi_topo.sniff(read("kinghorn_2x4090_trpro_p2pBandwidthLatencyTest.txt")) == 0
     assert ibdev2netdev.sniff(read("kinghorn_2x4090_trpro_p2pBandwidthLatencyTest.txt")) == 0
     assert nccl_tests.sniff(read("nccl814_6gpu_p2p_below_staged_cut.txt")) < 40
