@@ -74,3 +74,16 @@ def test_gpudirect_not_in_use_is_read_but_a_gdr_workaround_is_not_that() -> None
         "NCCL traffic over the NICs does not use the direct GPU-to-NIC RDMA path; what is missing?")
     k = _kinds("training succeeds when GDR is disabled, crashes when it is on")
     assert "context_gdr_missing" not in k and k["context_workaround"]["path"] == "gdr"
+
+
+def test_a_geforce_40_series_board_has_no_p2p_to_block() -> None:
+    d = triage([], "Two-GPU (2x RTX 4090D, one host) TensorRT-LLM run fails: peer access is not supported between"
+                   " these two devices")
+    ids = [c.id for c in d.causes]
+    assert ids[0] == "nccl.p2p_or_nvls_config"
+    assert "context_no_p2p_sku" not in _kinds("2x RTX A6000 workstation, P2P writes slow")
+
+
+def test_a_failure_at_setup_is_an_init_failure() -> None:
+    ev = gather([], "NCCL allreduce benchmark between two nodes fails at setup with an OFI error")
+    assert "init_failure" in {s.kind for s in ev.symptoms}

@@ -41,6 +41,9 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"|\bp5(?:en|e)?\b|\bp4de?\b", _I)),
     ("context_nvlink", {}, re.compile(r"NVLink|NV-?Link bridge|\bNVLS\b", _I)),
     ("context_consumer_gpu", {}, re.compile(r"GeForce|\bRTX ?\d{4}|\bGTX ?\d{3,4}|\bTITAN\b|desktop|workstation", _I)),
+    # GeForce RTX 40-series boards have peer-to-peer disabled by the product (the driver reports no P2P between
+    # them): a P2P failure there is the software asking for P2P, not ACS or the IOMMU blocking it
+    ("context_no_p2p_sku", {}, re.compile(r"\bRTX ?40[6-9]0(?: ?Ti| ?D| ?SUPER)?\b", _I)),
     ("context_amd_host", {}, re.compile(r"\bEPYC\b|Threadripper|\bAMD (?:CPU|host|server|Rome|Milan|Genoa)", _I)),
     ("context_single_node", {}, re.compile(
         r"single[- ]node|one node|within (?:a|one) node|intra-node|single (?:machine|server|host)|same node"
