@@ -117,6 +117,7 @@ def test_json_output_is_byte_identical_and_matches_the_schema(tmp_path: Path) ->
         jsonschema.validate(bad, schema)
 
 
+@pytest.mark.slow
 def test_markdown_and_text_render_the_same_diagnosis(tmp_path: Path) -> None:
     (tmp_path / "job.log").write_text(NCCL_LINES)
     md = run("triage", str(tmp_path), "--format", "markdown")

@@ -82,6 +82,7 @@ def _context(bundle: str) -> Context:
     return Context(frames=build_frames(ev.records), formats=ev.formats)
 
 
+@pytest.mark.slow
 @needs_fork
 def test_a_child_that_dies_costs_time_not_findings(monkeypatch: pytest.MonkeyPatch, fork_allowed: None) -> None:
     want = [f.model_dump_json() for f in pipeline.run_extractors(_context("link/bad_cable"), SERIAL)[0]]
@@ -172,6 +173,7 @@ def test_the_lanes_read_only_the_tables_declared_for_them(bundle: str) -> None:
             assert not reads.read & FABRIC_TABLES
 
 
+@pytest.mark.slow
 @needs_fork
 def test_no_room_for_the_lane_result_runs_the_extractors_here(monkeypatch: pytest.MonkeyPatch,
                                                                fork_allowed: None) -> None:
