@@ -47,13 +47,19 @@ def text_records(text: str) -> list[Record]:
     """The symptom text as evidence records (FreeText plus env settings it names)."""
     recs: list[Record] = []
     for i, ln in enumerate(text.split("\n"), 1):
-        if not ln.strip():
-            continue
-        recs.append(FreeText(source=SYMPTOM_SOURCE, line=i, text=clip(ln)))
-        for m in _ENV_IN_TEXT.finditer(ln):
-            if is_comm_env(m.group(1)):
-                recs.append(EnvSetting(source=SYMPTOM_SOURCE, line=i, text=clip(ln), name=m.group(1),
-                                       value=m.group(2).strip("'\"").rstrip(".,;)"), origin="symptom"))
+        if ln.strip():
+            recs += _said(ln, SYMPTOM_SOURCE, i)
+    return recs
+
+
+def _said(ln: str, source: str, line: int, host: str | None = None) -> list[Record]:
+    """One line the reporter wrote: its FreeText record, and the communication settings it names as EnvSetting
+    records of origin ``symptom``."""
+    recs: list[Record] = [FreeText(source=source, line=line, text=clip(ln), host=host)]
+    for m in _ENV_IN_TEXT.finditer(ln):
+        if is_comm_env(m.group(1)):
+            recs.append(EnvSetting(source=source, line=line, text=clip(ln), name=m.group(1), host=host,
+                                   value=m.group(2).strip("'\"").rstrip(".,;)"), origin="symptom"))
     return recs
 
 
@@ -89,13 +95,8 @@ def prose_records(text: str, source: str, host: str | None = None) -> list[Recor
         return []
     recs: list[Record] = []
     for i, ln in enumerate(text.split("\n"), 1):
-        if not is_prose(ln):
-            continue
-        recs.append(FreeText(source=source, line=i, text=clip(ln), host=host))
-        for m in _ENV_IN_TEXT.finditer(ln):
-            if is_comm_env(m.group(1)):
-                recs.append(EnvSetting(source=source, line=i, text=clip(ln), name=m.group(1), host=host,
-                                       value=m.group(2).strip("'\"").rstrip(".,;)"), origin="symptom"))
+        if is_prose(ln):
+            recs += _said(ln, source, i, host)
     return recs
 
 

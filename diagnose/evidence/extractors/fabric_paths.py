@@ -27,6 +27,7 @@ from diagnose.evidence.context import Context, finding, hosts_label, primary, sv
 from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.links import _strs, _vals
+from diagnose.evidence.extractors.nccl import nccl_link_layer
 from diagnose.evidence.frames import factorize_runs
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
@@ -142,7 +143,7 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
                                   strict=True):
             vals = [x for x in lls if x]
             if net == "IB" and vals:
-                res[host] = "RoCE" if "RoCE" in vals else "IB"
+                res[host] = nccl_link_layer(vals)
     ports = ctx.frame("IbPort")
     if not ports.empty and "link_layer" in ports:
         act = ports[ports["state"] == "Active"] if (ports["state"] == "Active").any() else ports

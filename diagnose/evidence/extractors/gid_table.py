@@ -47,7 +47,7 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding, hosts_label, refs
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.messages import hit_frame
-from diagnose.evidence.extractors.nccl import message_mask
+from diagnose.evidence.extractors.nccl import message_mask, nccl_link_layer
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 _SETTINGS = ("NCCL_IB_GID_INDEX", "NCCL_IB_ROCE_VERSION_NUM", "NCCL_IB_ADDR_FAMILY", "NCCL_IB_ADDR_RANGE")
@@ -275,7 +275,8 @@ def _nccl_sees_roce(ctx: Context) -> bool:
     """Whether ``roce_gid`` (extractors/nccl.py) judges NCCL_IB_GID_INDEX: NCCL's device list says RoCE, or some
     host's HCA ports are all Ethernet."""
     init = ctx.frame("NcclNetInit")
-    if not init.empty and any("RoCE" in [x for x in lls if x] for lls in init["link_layers"].tolist()):
+    if not init.empty and any(vals and nccl_link_layer(vals) == "RoCE"
+                              for vals in ([x for x in lls if x] for lls in init["link_layers"].tolist())):
         return True
     ports = ctx.frame("IbPort")
     if ports.empty or "link_layer" not in ports:

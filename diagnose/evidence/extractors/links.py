@@ -11,6 +11,7 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding, hosts_label, sval, val
 from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.context import IB_GEN_GBPS, symptom_rows
 from diagnose.gcpause import gc_paused
 from diagnose.models.counters import ERROR_COUNTERS, counter_bits
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
@@ -118,10 +119,10 @@ def port_states(ctx: Context) -> list[Finding]:
 
 
 _PORT_RATE = re.compile(r"\b(?P<gen>NDR|HDR|EDR|XDR)\b|\b(?P<g>100|200|400|800)\s?G(?:b(?:/s|ps)?)?\s?(?:HDR|NDR|EDR|IB\b|InfiniBand)", re.I)
+
+
 def _stated_port_gbps(ctx: Context) -> float | None:
     """The per-port InfiniBand rate the report names ("200G HDR", "NDR"), or None."""
-    from diagnose.evidence.extractors.context import IB_GEN_GBPS, symptom_rows
-
     rates = []
     for t in symptom_rows(ctx)["text"].astype(str):
         for m in _PORT_RATE.finditer(t):
@@ -473,7 +474,7 @@ def netdev_states(ctx: Context) -> list[Finding]:
         act = ports[ports["state"] == "Active"]
         active = {(sval(h) or "", str(d)) for h, d in zip(act["host"], act["device"], strict=True)}
     listed, forced = _nccl_devices(ctx)
-    sym = " ".join(symptom_rows_text(ctx))
+    sym = " ".join(symptom_rows(ctx)["text"].astype(str))
     out: list[Finding] = []
     for (host, dev), grp in down.groupby([down["host"].fillna(""), down["device"]], sort=True):
         if (str(host), str(dev)) in active or ("", str(dev)) in active:
@@ -492,8 +493,3 @@ def netdev_states(ctx: Context) -> list[Finding]:
         ))
     return out
 
-
-def symptom_rows_text(ctx: Context) -> list[str]:
-    from diagnose.evidence.extractors.context import symptom_rows
-
-    return [str(t) for t in symptom_rows(ctx)["text"]]

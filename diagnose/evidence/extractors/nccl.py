@@ -333,6 +333,13 @@ def ib_completion_errors(ctx: Context) -> list[Finding]:
     return out
 
 
+def nccl_link_layer(link_layers: list[str]) -> str:
+    """'RoCE' or 'IB' for one host from the link layers of the HCAs NCCL lists (``NET/IB : Using [0]mlx5_0:1/IB
+    ...``): the majority's, since a DGX lists eight IB HCAs and one RoCE port (storage, management) and its job
+    runs over InfiniBand."""
+    return "RoCE" if 2 * link_layers.count("RoCE") > len(link_layers) else "IB"
+
+
 def _host_link_layers(ctx: Context) -> dict[str, str]:
     """host -> 'RoCE'/'IB' from NCCL's NET/IB device list; '*' when all hosts agree (built once per run)."""
     cached = ctx.cache.get("nccl.host_link_layers")
@@ -344,8 +351,7 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
         for host, lls in zip(init["host"].fillna("").tolist(), init["link_layers"].tolist(), strict=True):
             vals = [x for x in lls if x]
             if vals:
-                # a DGX lists eight IB HCAs and one RoCE port (storage, management): the job's fabric is the majority's
-                res[host] = "RoCE" if 2 * vals.count("RoCE") > len(vals) else "IB"
+                res[host] = nccl_link_layer(vals)
     ports = ctx.frame("IbPort")
     if not ports.empty and "link_layer" in ports:
         per_host: dict[str, set[object]] = {}
