@@ -43,6 +43,17 @@ def _message_problems(root: Path | None, cat: object) -> list[CatalogError]:
     return out
 
 
+def _release_problems(root: Path | None) -> list[CatalogError]:
+    """The known-bad release table: its load errors (schema, ranges, symptom kinds)."""
+    from diagnose.catalog.releases import load_releases
+
+    out = []
+    for err in load_releases(root).errors:
+        f, _, rest = err.partition(": ")
+        out.append(CatalogError(f, 0, rest))
+    return out
+
+
 def lint(root: Path | None = None) -> list[CatalogError]:
     cat = load_catalog(root)
     problems = list(cat.errors)
@@ -62,6 +73,7 @@ def lint(root: Path | None = None) -> list[CatalogError]:
                 if not (d / "README.md").is_file():
                     problems.append(CatalogError(d.relative_to(cat.root).as_posix(), 0, "fixture lacks README.md"))
     problems += _message_problems(root, cat)
+    problems += _release_problems(root)
     if len(cat.rules) != PINNED_RULE_COUNT:
         problems.append(CatalogError("rules", 0, f"{len(cat.rules)} rules, but the pinned count is {PINNED_RULE_COUNT}"))
     return sorted(set(problems), key=lambda e: (e.file, e.line, e.message))

@@ -18,8 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from diagnose.catalog.entries import load_entries
 from diagnose.catalog.locate import catalog_root
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -83,38 +84,9 @@ class MessageCatalog:
 
 def load_messages(root: Path | None = None) -> MessageCatalog:
     """Every entry under ``<catalog root>/rules/_messages``; errors collected as ``file: message``."""
-    base = (root or catalog_root()) / "rules" / MESSAGES_DIR
-    cat = MessageCatalog()
-    seen: dict[str, str] = {}
-    if not base.is_dir():
-        return cat
-    for path in sorted(base.glob("*.yaml")):
-        rel = f"rules/{MESSAGES_DIR}/{path.name}"
-        try:
-            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)  # noqa: S506 - the safe loader
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            cat.errors.append(f"{rel}: cannot read: {exc}")
-            continue
-        items = (doc or {}).get("messages") if isinstance(doc, dict) else None
-        if not isinstance(items, list):
-            cat.errors.append(f"{rel}: expected a mapping with a 'messages' list")
-            continue
-        for i, item in enumerate(items):
-            try:
-                entry = MessageEntry.model_validate(item)
-            except ValidationError as exc:
-                name = item.get("id", f"#{i + 1}") if isinstance(item, dict) else f"#{i + 1}"
-                for err in exc.errors():
-                    loc = ".".join(str(p) for p in err["loc"]) or "entry"
-                    cat.errors.append(f"{rel}: {name}: {loc}: {err['msg']}")
-                continue
-            if entry.id in seen:
-                cat.errors.append(f"{rel}: {entry.id}: id already used in {seen[entry.id]}")
-                continue
-            seen[entry.id] = rel
-            cat.entries.append(entry)
-    cat.entries.sort(key=lambda e: e.id)
-    return cat
+    entries, errors = load_entries((root or catalog_root()) / "rules" / MESSAGES_DIR, MESSAGES_DIR, "messages",
+                                   MessageEntry)
+    return MessageCatalog(entries=entries, errors=errors)
 
 
 @lru_cache(maxsize=4)

@@ -1,0 +1,97 @@
+"""The known-bad release table (rules/_releases) and what the known_releases extractor makes of the versions a
+bundle and its report state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnose.catalog.releases import KnownRelease, load_releases
+from diagnose.pipeline import gather, triage
+
+SLOW_OK_LOG = ("gpu-a1:201:201 [0] NCCL INFO NCCL version 2.18.6+cuda12.2\n")
+
+
+def _entry(**kw: object) -> KnownRelease:
+    base: dict[str, object] = {"id": "nccl.test_defect", "component": "nccl", "from": "2.19.0", "before": "2.20.0",
+                               "fails_as": ["collective_timeout"], "says": "a defect that hangs collectives",
+                               "source": "https://example.org/release-notes"}
+    base.update(kw)
+    return KnownRelease.model_validate(base)
+
+
+def test_the_shipped_table_loads_clean_and_every_entry_cites_a_source() -> None:
+    table = load_releases()
+    assert table.errors == []
+    assert table.entries, "no known-bad releases shipped"
+    for e in table.entries:
+        assert e.source.startswith("https://"), e.id
+
+
+@pytest.mark.parametrize(("version", "covered"), [
+    ("2.19.0", True), ("2.19.3", True), ("2.19.3+cuda12.2", True), ("2.19.3-1", True), ("2.19.x", True),
+    ("2.19", True), ("2.18.6", False), ("2.20.0", False), ("2.20.3", False), ("garbage", False)])
+def test_a_range_covers_its_releases_and_a_series_only_when_whole(version: str, covered: bool) -> None:
+    assert _entry().covers(version) is covered
+
+
+def test_a_series_stated_without_patch_is_not_covered_by_a_range_inside_it() -> None:
+    one = _entry(**{"from": "2.18.1", "before": "2.18.3"})
+    assert one.covers("2.18.1") and one.covers("2.18.2")
+    assert not one.covers("2.18") and not one.covers("2.18.x") and not one.covers("2.18.3")
+
+
+def test_a_bad_entry_is_reported_and_the_others_still_load(tmp_path: Path) -> None:
+    d = tmp_path / "rules" / "_releases"
+    d.mkdir(parents=True)
+    (d / "x.yaml").write_text(
+        "releases:\n"
+        "  - {id: nccl.good, component: nccl, from: '2.8.3', before: '2.8.4', fails_as: [collective_timeout],"
+        " says: 'hangs in alltoall forever', source: 'https://example.org/a'}\n"
+        "  - {id: nccl.empty, component: nccl, from: '2.9.0', before: '2.9.0', fails_as: [collective_timeout],"
+        " says: 'an empty range of releases', source: 'https://example.org/b'}\n"
+        "  - {id: nccl.kind, component: nccl, from: '2.9.0', before: '2.10.0', fails_as: [slowish],"
+        " says: 'an unknown symptom kind', source: 'https://example.org/c'}\n")
+    table = load_releases(tmp_path)
+    assert [e.id for e in table.entries] == ["nccl.good"]
+    assert any("nccl.empty" in e and "empty range" in e for e in table.errors), table.errors
+    assert any("nccl.kind" in e and "slowish" in e for e in table.errors), table.errors
+
+
+def _known(tmp_path: Path, symptom: str) -> list[dict[str, object]]:
+    ev = gather([tmp_path], symptom)
+    return [f.attrs for f in ev.findings if f.kind == "known_bad_release"]
+
+
+def test_a_hang_on_a_release_known_to_hang_is_a_matching_known_bad_release(tmp_path: Path) -> None:
+    (tmp_path / "report.txt").write_text("I have tested alltoall_perf with nccl version 2.19.1 2.19.3 and it hangs.\n")
+    (tmp_path / "cmd.txt").write_text("mpirun -np 16 -x NCCL_DEBUG=INFO -x NCCL_CUMEM_ENABLE=1 ./alltoall_perf -g 1\n")
+    hits = _known(tmp_path, "alltoall across 16 nodes hangs at communicator init")
+    assert [(h["release"], h["fails_match"], h["version"]) for h in hits] == [
+        ("nccl.2_19_cumem_connect_deadlock", True, "2.19.1")]
+    d = triage([tmp_path], "alltoall across 16 nodes hangs at communicator init")
+    assert d.causes[0].id == "nccl.version_mismatch"
+    assert any(e.file == "report.txt" and e.line == 1 for e in d.causes[0].evidence)
+
+
+def test_the_setting_that_avoids_the_defect_clears_it(tmp_path: Path) -> None:
+    (tmp_path / "nccl.log").write_text("gpu-a1:201:201 [0] NCCL INFO NCCL version 2.19.3+cuda12.2\n"
+                                       "gpu-a1:201:201 [0] NCCL INFO NCCL_CUMEM_ENABLE set by environment to 0.\n")
+    assert _known(tmp_path, "alltoall hangs at init on 16 nodes") == []
+
+
+def test_a_release_outside_every_range_is_no_finding(tmp_path: Path) -> None:
+    (tmp_path / "nccl.log").write_text(SLOW_OK_LOG)
+    assert _known(tmp_path, "alltoall hangs at init on 16 nodes") == []
+
+
+def test_a_failure_the_defect_does_not_show_as_is_weighed_apart(tmp_path: Path) -> None:
+    (tmp_path / "nccl.log").write_text("gpu-a1:201:201 [0] NCCL INFO NCCL version 2.19.3+cuda12.2\n")
+    hits = _known(tmp_path, "all_reduce busbw is 40 GB/s on 2 nodes")
+    assert [(h["release"], h["fails_match"]) for h in hits] == [("nccl.2_19_cumem_connect_deadlock", False)]
+
+
+def test_nccl_tests_versions_are_not_nccl_versions(tmp_path: Path) -> None:
+    (tmp_path / "out.txt").write_text("# nccl-tests 2.19.1 built from source\nran nccl_tests 2.19.3 as well\n")
+    assert _known(tmp_path, "alltoall hangs at init on 16 nodes") == []
