@@ -87,3 +87,32 @@ def test_a_geforce_40_series_board_has_no_p2p_to_block() -> None:
 def test_a_failure_at_setup_is_an_init_failure() -> None:
     ev = gather([], "NCCL allreduce benchmark between two nodes fails at setup with an OFI error")
     assert "init_failure" in {s.kind for s in ev.symptoms}
+
+
+_SYS_ERR = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8\n"
+
+
+def test_a_system_error_on_one_host_points_at_shared_memory(tmp_path) -> None:
+    (tmp_path / "console.txt").write_text(_SYS_ERR)
+    symptom = "4-GPU training on one Ubuntu 18.04 box aborts at start with NCCL 'unhandled system error'"
+    ev = gather([tmp_path], symptom)
+    assert "nccl_system_error_single_node" in {f.kind for f in ev.findings}
+    d = triage([tmp_path], symptom)
+    assert d.causes[0].id == "host.shm_too_small"
+    assert any(e.file == "console.txt" for e in d.causes[0].evidence)
+
+
+def test_a_system_error_on_one_host_across_two_nodes_is_not_read_so(tmp_path) -> None:
+    (tmp_path / "console.txt").write_text(_SYS_ERR)
+    ev = gather([tmp_path], "training across two nodes aborts at start with 'unhandled system error'")
+    assert "nccl_system_error_single_node" not in {f.kind for f in ev.findings}
+
+
+def test_other_system_calls_in_play_on_one_host_keep_the_differential_open(tmp_path) -> None:
+    symptom = "single-node all_reduce_perf fails at init with 'unhandled system error'"
+    (tmp_path / "console.txt").write_text(_SYS_ERR)
+    (tmp_path / "cmd.txt").write_text("NCCL_SHM_DISABLE=1 ./all_reduce_perf -g 2\n")  # traffic forced onto the NIC
+    assert "nccl_system_error_single_node" not in {f.kind for f in gather([tmp_path], symptom).findings}
+    (tmp_path / "cmd.txt").unlink()
+    (tmp_path / "nccl.log").write_text("h1:648288:648307 [1] NCCL INFO Loading topology file /opt/vendor/topo.xml\n")
+    assert "nccl_system_error_single_node" not in {f.kind for f in gather([tmp_path], symptom).findings}

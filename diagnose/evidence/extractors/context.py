@@ -48,7 +48,7 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_single_node", {}, re.compile(
         r"single[- ]node|one node|within (?:a|one) node|intra-node|single (?:machine|server|host)|same node"
         r"|\bdesktop\b|\bworkstation\b|\bon (?:one|a single) (?:host|machine)\b"
-        r"|\b(?:a|one|the same|single) [^,.;]{0,30}?\b(?:box|PC)\b|\bsingle (?:\w+ )?(?:VM|instance|machine|server)\b", _I)),
+        r"|\b(?:a|one|the same|single) (?:[^,.;]|(?<=\d)\.(?=\d)){0,30}?\b(?:box|PC)\b|\bsingle (?:\w+ )?(?:VM|instance|machine|server)\b", _I)),
     ("context_multi_node", {}, re.compile(
         r"\b(?:two|2|three|3|four|4|eight|8|\d{2,})[- ]nodes?\b|multi-?node|across (?:\w+ )?nodes|cross-?node|inter-?node"
         r"|between (?:two|2) (?:nodes|servers|hosts|machines)|\bnodes\b", _I)),
@@ -132,6 +132,9 @@ def symptom_context(ctx: Context) -> list[Finding]:
     if "context_single_node" in kinds and "context_multi_node" in kinds:
         # "works on one node, fails across two": the failing job spans nodes
         out = [f for f in out if f.kind != "context_single_node"]
+        kinds.discard("context_single_node")
+    if "context_single_node" in kinds:
+        out += _single_node_system_error(ctx)
     rates = []
     for t in sym["text"].astype(str):
         for m in _RATE.finditer(t):
@@ -140,6 +143,34 @@ def symptom_context(ctx: Context) -> list[Finding]:
         out.append(finding("context_link_rate", f"The report names a {max(rates)} Gb/s fabric.",
                            sym.head(1), attrs={"gbps": max(rates)}))
     return out
+
+
+def _single_node_system_error(ctx: Context) -> list[Finding]:
+    """NCCL's ``unhandled system error`` in a job on one host. There NCCL makes no verbs call (no RDMA, so no locked
+    memory registration) and its sockets only reach localhost: the system calls left to fail are its shared-memory
+    segments (``/dev/shm``: create, ``posix_fallocate``, ``mmap``), which a container's 64 MB default is too small
+    for (NCCL troubleshooting guide, "Docker": use ``--shm-size=1g --ulimit memlock=-1`` or ``--ipc=host``)."""
+    hits = ctx.frame("MessageHit")
+    if hits.empty:
+        return []
+    err = hits[hits["kind"] == "nccl_unhandled_system_error"]
+    if err.empty:
+        return []
+    env = ctx.frame("EnvSetting")
+    if not env.empty:
+        vals = dict(zip(env["name"].astype(str), env["value"].astype(str).str.strip("\"' "), strict=False))
+        if vals.get("NCCL_SHM_DISABLE") == "1" or vals.get("NCCL_TOPO_FILE") or vals.get("NCCL_GRAPH_FILE"):
+            # traffic forced onto the NIC on one host (verbs calls again), or a topology/graph file NCCL must open
+            # and read (xml.cc returns ncclSystemError when it cannot): other system calls are in play
+            return []
+    if (hits["kind"] == "nccl_topo_file_seen").any():
+        return []  # NCCL read a topology or graph file: importing it is the other system call that fails at init
+    texts = hits["text"].astype(str)
+    if texts.str.contains(r"\bibv_|NET/IB|via NET/", regex=True).any():
+        return []  # the host's NIC is in use: verbs calls (registration, QPs) can fail too
+    return [finding("nccl_system_error_single_node",
+                    "NCCL reports an unhandled system error in a job on one host, where its only system calls that "
+                    "can fail are its shared-memory segments.", err.head(2))]
 
 
 def _one_host_job(ctx: Context) -> pd.DataFrame | None:
