@@ -37,6 +37,10 @@ def build_frames(records: list[Record]) -> dict[str, pd.DataFrame]:
             parts.append(_indexed_frame(run_list) if indexed else _rows_frame(run_list))
         parts += [frames[table]] if table in frames else []
         frames[table] = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    if "EnvSetting" in frames:  # a variable set in several places: its last row is the effective value
+        from diagnose.parsers._common import effective_order
+
+        frames["EnvSetting"] = effective_order(frames["EnvSetting"])
     return frames
 
 

@@ -6,9 +6,9 @@ Recognised spellings (only variables accepted by :func:`diagnose.parsers._common
 * ``NAME=value`` lines of an ``env``/``printenv`` dump and ``declare -x NAME="value"`` (``export -p``) -> ``env_dump``
 * ``export NAME=value [NAME2=value2 ...]``, csh ``setenv NAME value``, Dockerfile ``ENV NAME=value``, a bare
   ``NAME=value`` assignment line inside a script -> ``export``
-* ``mpirun ... -x NAME=value``, ``srun``/``sbatch`` ``--export=ALL,NAME=value`` (also in ``#SBATCH`` lines),
-  docker/enroot ``-e NAME=value`` / ``--env NAME=value``, ``NAME=value cmd ...`` and ``env NAME=value cmd`` command
-  prefixes -> ``launch_arg``
+* ``mpirun ... -x NAME=value``, ``srun``/``sbatch`` ``--export=ALL,NAME=value``, docker/enroot ``-e NAME=value`` /
+  ``--env NAME=value``, ``NAME=value cmd ...`` and ``env NAME=value cmd`` command prefixes -> ``launch_arg``
+* ``#SBATCH --export=ALL,NAME=value`` directives -> ``sbatch``
 
 Commented-out lines are ignored (except ``#SBATCH`` directives); quotes around values are stripped; ``-x NAME``
 without a value (pass-through) yields nothing. NCCL's own ``NCCL_X set by environment to Y`` log lines are the
@@ -121,8 +121,8 @@ def _settings_from_line(line: str, script: bool, dump: bool) -> list[tuple[str, 
     if m:
         return [(m.group(1), _strip_quotes(m.group(2) or ""), "env_dump")] if m.group(2) is not None else []
     m = _SBATCH_RE.match(stripped)
-    if m:
-        return _launch_settings(_tokens(m.group(1)))
+    if m:  # a batch directive: the job's environment, below the launch line's own arguments
+        return [(n, v, "sbatch") for n, v, _o in _launch_settings(_tokens(m.group(1)))]
     if _COMMENT_RE.match(stripped):
         return []
     continued = stripped.endswith("\\")
@@ -244,8 +244,10 @@ def sniff(head: str) -> int:
         lines = head.split("\n")
         nonempty = [ln for ln in lines if ln.strip()]
         n = len(nonempty)
-        if n == 0:
-            return 0
+        if n == 0 or nonempty[0].lstrip().startswith("#%Module") or (
+            re.match(r"-{20,}\s*$", nonempty[0]) and n > 1 and re.match(r"\s*/\S+:\s*$", nonempty[1])
+        ):
+            return 0  # a Tcl modulefile or `module show` of one (its setenv lines are the modulefile parser's)
         dump = _is_dump(lines)
         script = _is_script(lines)
         setting_lines = 0

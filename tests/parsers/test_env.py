@@ -74,7 +74,7 @@ def test_coreweave_mpijob_mpirun_x_lines():
 
 def test_sbatch_with_exports_and_mpirun_x():
     assert _settings("var_sbatch_exports_mpirun_x.sbatch") == [
-        (6, "NCCL_DEBUG", "WARN", "launch_arg"),
+        (6, "NCCL_DEBUG", "WARN", "sbatch"),  # an #SBATCH --export directive
         (11, "NCCL_SOCKET_IFNAME", "bond0", "export"),
         (12, "NCCL_IB_HCA", "=mlx5_0,mlx5_3,mlx5_4,mlx5_5", "export"),
         (13, "NCCL_IB_GID_INDEX", "3", "export"),
