@@ -29,9 +29,14 @@ COMMANDS: dict[str, str] = {
     "env": "env", "printenv": "env", "export": "env", "ibdev2netdev": "ibdev2netdev", "iblinkinfo": "iblinkinfo",
     "ibnetdiscover": "ibnetdiscover", "sminfo": "sminfo", "ethtool": "ethtool", "mlxlink": "mlxlink",
     "ibqueryerrors": "ibqueryerrors", "dcgmi": "dcgmi", "rdma": "rdma_statistic", "smpquery": "smpquery",
-    "ibswitches": "ibswinfo", "ibdiagnet": "ibdiagnet_log", "scontrol": "slurm", "sacct": "slurm",
+    "ibportstate": "smpquery",
+    "ibswitches": "ibnodes", "ibhosts": "ibnodes", "ibnodes": "ibnodes", "ibrouters": "ibnodes",
+    "ibroute": "ibroute", "dump_lfts.sh": "ibroute", "dump_lfts": "ibroute", "dump_fts": "ibroute",
+    "ibswinfo": "ibswinfo", "ibdiagnet": "ibdiagnet_log", "scontrol": "slurm", "sacct": "slurm",
     **{f"ib_{op}_{kind}": "perftest" for op in ("write", "read", "send", "atomic") for kind in ("bw", "lat")},
     "show_gids": "show_gids", "p2pBandwidthLatencyTest": "cuda_p2p", "simpleP2P": "cuda_p2p",
+    "diff": "config_diff", "git": "config_diff",  # diff -u, git log -p / git show / git diff (see command_format)
+    "mlxconfig": "mlxconfig", "mstconfig": "mlxconfig", "mlnx_qos": "mlnx_qos", "module": "modulefile",
 }
 
 
@@ -57,14 +62,26 @@ def _nvidia_smi(args: str) -> str:
     return "nvidia_smi"
 
 
+_SMP_PKEY_OP = re.compile(r"(?:^|\s)(?:pkeys?|pkeytable)(?:\s|$)", re.IGNORECASE)
+_SMP_QOS_OP = re.compile(r"(?:^|\s)(sl2vl(?:table)?|vlarb(?:itration)?)(?:\s|$)", re.IGNORECASE)
+
+
 def command_format(cmd: str, args: str) -> str | None:
     base = cmd.rsplit("/", 1)[-1]
     if base in ("nvidia-smi", "nvidia_smi"):
         return _nvidia_smi(args)
     if base in ("cat", "less", "more", "tail", "head"):  # `cat /sys/.../ib/...`, `cat /etc/nccl.conf`
-        return None
+        return "opensm_partitions" if re.search(r"(?:^|[\s/])partitions\.conf\b", args) else None
+    if base == "git" and not re.match(r"\s*(?:-[Cc]\s+\S+\s+|-\S+\s+)*(?:log|show|diff|whatchanged)\b", args):
+        return None  # git status, git pull, ...: not a change listing
     if base == "lspci" and re.search(r"(?:^|\s)-[A-Za-z]*t", args):  # lspci -t / -tv / -vt: the tree, not -vvv
         return "lspci_tree"
+    if base == "smpquery":  # the QoS tables have parsers of their own (op names are case-insensitive)
+        op = _SMP_QOS_OP.search(args)
+        if op:
+            return "smpquery_sl2vl" if op.group(1).lower().startswith("sl2vl") else "smpquery_vlarb"
+        if _SMP_PKEY_OP.search(args):
+            return "smpquery_pkeys"
     return COMMANDS.get(base)
 
 

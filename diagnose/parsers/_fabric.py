@@ -336,3 +336,31 @@ def parse_remote_text(text: str) -> RemoteEnd | None:
         could_be=hint,
         connected=True,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmConfigOption(Record):
+    """One ``key value`` line of a subnet manager configuration file (``opensm.conf`` as ``opensm --create-config``
+    writes it, or the UFM/MLNX OpenSM file). ``key`` is lowercased; ``value`` is the rest of the line as written
+    (``(null)`` for an unset file name, ``TRUE``/``FALSE`` for booleans, ``ar_updn,updn`` for an engine list)."""
+
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LftEntry(Record):
+    """One row of a switch's unicast linear forwarding table as ``ibroute`` / ``dump_lfts.sh`` / ``dump_fts`` print
+    it (``0x0005 001 : (Channel Adapter portguid 0x...: 'gpu-a101 HCA-1')``): packets for ``dest_lid`` leave the
+    switch through ``out_port`` (0 = the switch itself). ``dest_kind`` is ``CA``/``SW``/``RT`` when the tool resolved
+    the destination (None with ``-n`` or ``unknown node and type``); ``dest_guid`` is the destination's *port* GUID;
+    LMC path rows (``path #2 out of 4``) repeat the kind/GUID/name of their base LID's row."""
+
+    switch_guid: str
+    switch_lid: int | None  # None when the switch was addressed by a directed route
+    switch_name: str | None  # node description as printed ('MF0;leaf01:MQM8700/U1')
+    dest_lid: int
+    out_port: int
+    dest_kind: str | None
+    dest_guid: str | None
+    dest_name: str | None

@@ -21,11 +21,13 @@ Pure: no I/O, never raises.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip, positional_maker
+from diagnose.parsers._dates import name_date, parse_date
 
 FORMAT = "nccl_tests"
 # Parsed whole, even when large (up to LoadLimits.max_file_bytes; beyond, its head and tail): a run's header,
@@ -40,7 +42,9 @@ MIXABLE = True
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NcclTestsRun(Record):
-    """One nccl-tests run (one ``# nThread`` header)."""
+    """One nccl-tests run (one ``# nThread`` header). ``when`` (ISO 8601) dates it: nccl-tests prints no date, so it
+    is the last ``date`` line (``Tue Oct  6 15:00:01 UTC 2026``, ``Start: ...``, ``date -Is``) a job script printed
+    before the run, else the file's first such line, else a date in the file name (``allreduce_2026-10-01.log``)."""
 
     collective: str | None
     nthread: int | None
@@ -48,6 +52,7 @@ class NcclTestsRun(Record):
     min_bytes: int | None
     max_bytes: int | None
     run_index: int
+    when: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +138,11 @@ _PROG_RE = re.compile(r"\b(?P<coll>" + "|".join(sorted(COLLECTIVES, key=len, rev
 _IDENT_RE = re.compile(r"^[A-Za-z_]\w*$")
 _NUM_ONLY_RE = re.compile(_LEAD + r"\s*\d{1,20}\s*$")
 _NCCL_LINE_RE = re.compile(r" NCCL (?:INFO|WARN|TRACE|CALL)\b")
+# a job script's `date` output, bare or labelled ("Start: ...", "# Date: ...", "+ date" then its output)
+_DATE_LINE_RE = re.compile(
+    _LEAD + r"\s*(?:[#+]\s*)?(?:(?:date|start(?:ed)?(?: at| time| date)?|begin|run (?:date|started)|time(?:stamp)?"
+    r"|end(?:ed)?(?: at| time)?|finish(?:ed)?(?: at)?)\s*[:=]?\s*)?"
+    r"(?P<d>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\b.*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*)$", re.I)
 
 _DTYPES = {
     "int8",
@@ -274,6 +284,7 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
     runs: list[_Run] = []
     run: _Run | None = None
     pending_collective: str | None = None
+    dates: list[tuple[int, str]] = []  # (line, ISO date) of the job script's `date` lines
 
     def finish(r: _Run | None) -> None:
         if r is None:
@@ -440,6 +451,13 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
         if run is not None and run.has_header and not run.closed and _NUM_ONLY_RE.match(line):
             problems.append(f"line {line_no}: truncated nccl-tests row: {line.strip()[:80]}")
             continue
+        if len(line) <= 90:
+            dm = _DATE_LINE_RE.match(line)
+            if dm:
+                iso = parse_date(dm["d"])
+                if iso:
+                    dates.append((line_no, iso))
+                    continue
         m = _PROG_RE.search(line)
         if m and not line.lstrip().startswith("#"):
             # a command line naming the test binary: remember it for the next run
@@ -451,6 +469,18 @@ def _parse_into(text: str, source: str, host: str | None, records: list, problem
         _finish_open(run, problems)
     finish(run)
     records[:] = [r for r in records if r is not None]
+    _date_runs(records, dates, source)
+
+
+def _date_runs(records: list, dates: list[tuple[int, str]], source: str) -> None:
+    """Stamp each run with its date (see :class:`NcclTestsRun`)."""
+    fallback = dates[0][1] if dates else name_date(source)
+    if fallback is None:
+        return
+    for k, r in enumerate(records):
+        if isinstance(r, NcclTestsRun):
+            before = [iso for ln, iso in dates if ln < r.line]
+            records[k] = dataclasses.replace(r, when=before[-1] if before else fallback)
 
 
 def _finish_open(run: _Run, problems: list[str]) -> None:

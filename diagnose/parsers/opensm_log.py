@@ -13,7 +13,9 @@ indented ``Method 0x1, Attr 0x20, TID ...`` details). OSM_LOG_SYS messages also 
 Records: :class:`~diagnose.parsers._fabric.SmEvent` per line of interest: ``error`` (``ERR XXXX:``, code kept),
 ``subnet_up`` (``SUBNET UP``), ``heavy_sweep`` (heavy sweep start / ``Entering heavy sweep``), ``lid_change``
 (LID assignment changes), ``port_state_change`` (trap 128 ``Link state change``, ``Received Generic Notice``
-num 128/129..131) and ``other`` for the remaining ERROR- and SYS-level lines (``Entering MASTER state``, ``SM port
+num 128/129..131) and ``config_option`` (``Loading Cached Option:<key> = <value>``, osm_subnet.c ``log_config_value``: printed for
+every option read at start and, on the rescan of opensm.conf a heavy sweep or SIGHUP triggers, for each option that
+changed) and ``other`` for the remaining ERROR- and SYS-level lines (``Entering MASTER state``, ``SM port
 is down``). INFO/VERBOSE/DEBUG chatter outside these categories is not emitted. ``timestamp`` is
 ``"<Mon> <DD> <HH:MM:SS>.<usec>"`` as printed (the log has no year).
 """
@@ -105,6 +107,10 @@ def _classify(message: str, level: str | None) -> tuple[str, str | None] | None:
         return "port_state_change", None
     if _LID_CHANGE_RE.search(message):
         return "lid_change", None
+    if "Loading Cached Option:" in message:  # osm_subnet.c log_config_value: an option read (at start, or changed on
+        return "config_option", None  # the rescan a heavy sweep or SIGHUP triggers), to syslog as "OpenSM[pid]:"
+    if "binding to port GUID" in message:  # libvendor osm_vendor_bind (INFO): the SM's own port, kept as 'other'
+        return "other", None
     if level is None or level.lower() in _LEVELS_KEPT:
         return "other", None
     return None

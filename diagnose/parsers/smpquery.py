@@ -68,6 +68,12 @@ class PortInfo(Record):
     sm_lid: int | None
     width_supported: str | None
     speed_supported: str | None
+    # ibportstate on an active switch port also dumps the far end (``Peer PortInfo:``, reached by a directed route
+    # out of ``peer_of_port``); that dump's own LID is only known from its ``Lid:`` field
+    peer_of_lid: int | None = None
+    peer_of_port: int | None = None
+    width_enabled: str | None = None
+    speed_ext_supported: str | None = None  # LinkSpeedExtSupported (FDR and later), e.g. '14.0625 Gbps or 53.125 Gbps'
 
 
 _HDR_RE = re.compile(
@@ -116,6 +122,7 @@ class _Dump:
     host: str | None
     arg_guid: str | None
     fields: dict[str, str] = field(default_factory=dict)
+    peer_of: tuple[int | None, int | None] | None = None  # (LID, port) of the switch port this is the peer dump of
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
@@ -135,6 +142,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     dumps: list[_Dump] = []
     cur: _Dump | None = None
     descs: dict[int | None, str] = {}
+    peer_next = False  # a 'Peer PortInfo:' line was seen: the next PortInfo dump is the far end of the last one
+    last_port: _Dump | None = None
 
     for n, line in iter_lines(text):
         if not line.strip():
@@ -146,15 +155,22 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         m = _HDR_RE.match(line)
         if m:
             lm = _LID_RE.search(m.group("portid"))
+            peer = peer_next and m.group("attr") == "Port info" and last_port is not None
             cur = _Dump(
                 attr=m.group("attr"),
-                lid=int(lm.group("lid")) if lm else None,
+                # a peer dump's 'Lid N DR path ...' names the switch it was reached through, not the peer
+                lid=int(lm.group("lid")) if lm and not peer else None,
                 port=int(m.group("port")) if m.group("port") else None,
                 line=n,
                 text=line,
                 host=cur_host,
-                arg_guid=arg_guid,
+                arg_guid=None if peer else arg_guid,
+                peer_of=(last_port.lid, last_port.port) if peer and last_port is not None else None,
             )
+            if m.group("attr") == "Port info":
+                peer_next = False
+                if not peer:
+                    last_port = cur
             dumps.append(cur)
             continue
         m = _ND_RE.match(line)
@@ -166,6 +182,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         cmd = p[1] if p is not None else command_line(line, _TOOLS)
         if p is not None or cmd is not None:
             cur = None
+            peer_next, last_port = False, None
             if p is not None and p[0]:
                 cur_host = p[0]
             gm = _GUID_TOKEN_RE.search(cmd or "") if _GUID_FLAG_RE.search(cmd or "") else None
@@ -177,6 +194,10 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if m and cur is not None:
             cur.fields.setdefault(m.group("name").strip(), m.group("val"))
             continue
+        if line.strip() == "Peer PortInfo:":
+            peer_next = True
+        elif line.strip().endswith("PortInfo:"):
+            peer_next, last_port = False, None
         if line.strip().startswith("#") or line.strip().endswith("PortInfo:"):
             cur = None
 
@@ -241,6 +262,10 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                     sm_lid=to_int(f.get("SMLid")),
                     width_supported=f.get("LinkWidthSupported"),
                     speed_supported=f.get("LinkSpeedSupported"),
+                    peer_of_lid=d.peer_of[0] if d.peer_of else None,
+                    peer_of_port=d.peer_of[1] if d.peer_of else None,
+                    width_enabled=f.get("LinkWidthEnabled"),
+                    speed_ext_supported=f.get("LinkSpeedExtSupported"),
                 )
             )
             if guid is not None:

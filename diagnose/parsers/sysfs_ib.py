@@ -16,7 +16,9 @@ line), :class:`~diagnose.parsers.perfquery.PortCounter` per ``counters/`` (and p
 file with the canonical name, ``extended=True`` (``False`` for ``counters/`` when the same port also has
 ``counters_ext/``, i.e. the old 32-bit files), :class:`~diagnose.parsers._host.RdmaHwCounter` per
 ``hw_counters/`` file, :class:`~diagnose.parsers._ib.GidEntry` per non-zero ``gids/N`` (type from
-``gid_attrs/types/N``) and :class:`~diagnose.parsers._host.DevNetMap` per ``gid_attrs/ndevs/N`` netdev.
+``gid_attrs/types/N``), :class:`~diagnose.parsers._host.DevNetMap` per ``gid_attrs/ndevs/N`` netdev and
+:class:`~diagnose.parsers._pkeys.PkeyEntry` per non-zero ``pkeys/N`` (also from a ``cat .../pkeys/N`` line followed
+by the value, as a transcript shows it).
 
 Units: ``port_xmit_data``/``port_rcv_data`` are 4-octet words (as in the PMA); values are kept raw.
 ``N/A (no PMA)`` counter values (kernel quirk, see prometheus/procfs ``sysfs/class_infiniband.go``) are
@@ -46,6 +48,7 @@ from diagnose.parsers._ib import (
     parse_sysfs_rate,
     to_int,
 )
+from diagnose.parsers._pkeys import FULL_BIT, KEY_MASK, PkeyEntry
 from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "sysfs_infiniband"
@@ -57,6 +60,7 @@ _LINE_RE = re.compile(
     r"(?P<cdir>counters|counters_ext|hw_counters)/(?P<cname>[\w.\-]+)"
     r"|gids/(?P<gidx>\d+)"
     r"|gid_attrs/(?P<gadir>types|ndevs)/(?P<gaidx>\d+)"
+    r"|pkeys/(?P<pkidx>\d+)"
     r"|(?P<pattr>state|phys_state|rate|link_layer|lid|sm_lid|lid_mask_count|cap_mask|sm_sl)"
     r")"
     r"|hw_counters/(?P<dhw>[\w.\-]+)"
@@ -64,6 +68,9 @@ _LINE_RE = re.compile(
     r")(?::[ \t]?|[ \t]+)(?P<val>.*?)\s*$"
 )
 _ERR_RE = re.compile(r"^\s*(?:grep|cat|head|tail|find):\s.*$")
+# `cat /sys/class/infiniband/mlx5_0/ports/1/pkeys/0` then the value on its own line (a transcript without `path:`)
+_CAT_RE = re.compile(r"^(?:sudo\s+)?cat\s+(?P<path>\S*/ports/\d+/pkeys/\d+)\s*$")
+_PKEY_VAL = re.compile(r"^0x[0-9A-Fa-f]{1,4}$")
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 _NA_RE = re.compile(r"^N/A\b", re.IGNORECASE)
 
@@ -73,14 +80,17 @@ def sniff(head: str) -> int:
     hits = 0
     infiniband = 0
     lines = 0
+    after_cat = False
     for line in head.split("\n"):
         if not line.strip():
             continue
         lines += 1
-        if _LINE_RE.match(line):
+        cat = _CAT_RE.match(line.strip())
+        if _LINE_RE.match(line) or cat or (after_cat and _PKEY_VAL.match(line.strip())):
             hits += 1
             if "infiniband/" in line or "/ports/" in line:
                 infiniband += 1
+        after_cat = cat is not None
         if lines >= 400:
             break
     if hits == 0 or infiniband == 0:
@@ -140,6 +150,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
     seen: dict[tuple[str, int, str, str], int] = {}
     ndevs: set[tuple[str, int, str]] = set()
     last_bad: tuple[int, str] | None = None
+    cat_path: str | None = None
 
     for n, line in iter_lines(text):
         stripped = line.strip()
@@ -147,10 +158,18 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             continue
         last_bad = None
         p = shell_prompt(line)
+        cat = _CAT_RE.match(p[1].strip() if p is not None else stripped)
         if p is not None:
             if p[0]:
                 cur_host = p[0]
+            cat_path = cat.group("path") if cat else None
             continue
+        if cat:
+            cat_path = cat.group("path")
+            continue
+        if cat_path is not None and _PKEY_VAL.match(stripped):
+            line = f"{cat_path}:{stripped}"  # the value `cat` printed, cited at its own line
+        cat_path = None
         if _ERR_RE.match(line):
             records.append(
                 ToolError(source=source, line=n, text=clip(line), host=cur_host, tool="sysfs", message=stripped)
@@ -196,6 +215,15 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             port.attrs.setdefault(m.group("pattr"), (n, line, val))
         elif m.group("gidx") is not None:
             port.gids.setdefault(int(m.group("gidx")), (n, line, val))
+        elif m.group("pkidx") is not None:
+            key = to_int(val, 16) if _PKEY_VAL.match(val) else None
+            if key is None:
+                if val:
+                    problems.append(f"line {n}: unparseable P_Key {val!r} for {dev} port {port_no}")
+            elif key & KEY_MASK:  # 0x0000 is an empty slot
+                records.append(PkeyEntry(source=source, line=n, text=clip(line), host=cur_host, device=dev,
+                                         port=port_no, lid=None, guid=None, index=int(m.group("pkidx")), pkey=key,
+                                         full=bool(key & FULL_BIT)))
         elif m.group("gadir") == "types":
             if val and not val.lower().startswith(("cat:", "grep:")):
                 port.gid_types.setdefault(int(m.group("gaidx")), val)

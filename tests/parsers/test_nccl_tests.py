@@ -44,6 +44,7 @@ def test_record_schemas():
         "min_bytes",
         "max_bytes",
         "run_index",
+        "when",
     ]
     assert names(NcclTestsRank) == base + ["run_index", "rank", "group", "pid", "device", "bus", "gpu_name"]
     assert names(NcclTestsRow) == base + [

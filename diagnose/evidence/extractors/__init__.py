@@ -21,7 +21,10 @@ FABRIC_LANE: set[str] = set()  # extractors that read the port-counter table or 
 FABRIC_TABLES = frozenset({"PortCounter", "PortCounterWide", "FabricLink", "FabricNode", "FabricPortState"})
 FABRIC_LANE_READS = frozenset({
     "CudaError", "EnvSetting", "FreeText", "IbPort", "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn", "PeermemEvent",
-    "PgError", "SmEvent", "SmInfo", "ToolError", "ToolMessage", "WatchdogTimeout"})
+    "PgError", "PortInfo", "SmEvent", "SmInfo", "ToolError", "ToolMessage", "WatchdogTimeout",
+    "NcclTestsRank", "NcclTestsRow", "NcclTestsRun",  # adaptive_routing: the scaling curve
+    "Sl2VlEntry", "VlArbEntry", "SmConfigOption",  # these three: qos_path
+    "PkeyEntry", "PartitionMember", "LftEntry"})  # partitions (LftEntry: the names it reads)
 
 
 def extractor(fn: Extractor | None = None, *, fabric: bool = False) -> Any:

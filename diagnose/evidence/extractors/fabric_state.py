@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from diagnose.evidence.context import Context, finding, hosts_label, primary, sval, val
+from diagnose.evidence.context import Context, finding, hosts_label, sval, val
 from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.links import PHY_COUNTERS, _port_index, _vals
@@ -242,6 +242,7 @@ def _link_downed(ctx: Context) -> list[Finding]:
             attrs={"ports": len(ld) + quiet_ports, "max_value": int(ld["last"].max()) if not ld.empty else 0},
         ))
         return out
+    out.extend(_downs_with_phy_errors(ctx, t, frame, rising))
     # both ends of one cable rising: match rising ports against FabricLink ends (by GUID or LID, and port)
     links = ctx.frame("FabricLink")
     ends: set[tuple[str, int]] = set()
@@ -279,6 +280,41 @@ def _link_downed(ctx: Context) -> list[Finding]:
             {"links": len(pairs) // 2 or 1},
         ))
     return out
+
+
+def _downs_with_phy_errors(ctx: Context, t: pd.DataFrame, frame: CounterTable, rising: pd.DataFrame) -> list[Finding]:
+    """Ports whose physical-layer error counters rose in the same window as their LinkDownedCounter: every retrain of
+    a flapping link counts symbol errors and a link error recovery, so these errors come with the link going down
+    (link.flapping), where a bad cable corrupts traffic on a link that stays up (link.bad_cable)."""
+    keys = ["host_k", "dev_k", "guid_k", "lid_k", "port_k"]
+    phy = t[t["counter"].isin(PHY_COUNTERS) & (t["snaps"] > 1) & (t["inc"] > 0)]
+    if phy.empty:
+        return []
+    both = rising[keys + ["inc", "start", "end"]].merge(
+        phy.groupby(keys, as_index=False)["inc"].sum().rename(columns={"inc": "phy_inc"}), on=keys)
+    if both.empty:
+        return []
+    both = both.sort_values(["guid_k", "port_k", "lid_k"]).reset_index(drop=True)
+    first = both.iloc[0]
+    where, switch, label = _port_where(ctx, str(first["host_k"]), str(first["dev_k"]), str(first["guid_k"]),
+                                       int(first["lid_k"]), int(first["port_k"]))
+    fab = ctx.fabric
+    guid = str(first["guid_k"]) or (fab.by_lid.get(int(first["lid_k"])) if fab is not None else None)
+    if fab is not None and guid and guid in fab.graph and where.port is not None:
+        far = fab.peer(guid, where.port)
+        if far is not None:
+            where = Location(host=where.host, device=where.device, port=where.port, peer=fab.label(*far))
+    n_switch = int(sum(1 for h, g in zip(both["host_k"], both["guid_k"], strict=True) if g and not h))
+    rows = [r for a, b in zip(both["start"].tolist()[:2], both["end"].tolist()[:2], strict=True) for r in _rows(a, b)]
+    return [finding(
+        "link_downs_with_phy_errors",
+        f"On {len(both)} port(s) ({label}{', ...' if len(both) > 1 else ''}) LinkDownedCounter rose (+"
+        f"{int(both['inc'].max())}) in the same window as the physical-layer errors (+{int(both['phy_inc'].max())}):"
+        " the errors come with the link going down and retraining, not from a link that stays up.",
+        frame.frame(rows[-4:]), where,
+        {"ports": len(both), "switch_ports": n_switch, "downs": int(both["inc"].max()),
+         "phy_delta": int(both["phy_inc"].max()), "switch": bool(switch)},
+    )]
 
 
 _IBDIAG_LD = re.compile(r'"link_down_counter" increased during the run \(difference value=(?P<d>\d+)')
@@ -550,6 +586,38 @@ def _switch_ports(measured: pd.DataFrame, table: CounterTable, hca_guids: set[st
 _STATE_CHANGE = re.compile(r"Entering (?:MASTER|STANDBY|DISCOVERING|NOT.?ACTIVE) state", re.I)
 _REMOTE_SM = re.compile(r"remote SM|another SM|non-matching sm_key|SM .*higher priority", re.I)
 _TRAP_LID = re.compile(r"from LID:(\d+)")
+_SM_BIND = re.compile(r"Mgmt class 0x81 binding to port GUID (0x[0-9a-fA-F]+)")  # the SM's port (libvendor)
+
+
+def _sm_at(ctx: Context, guid: object = None, lid: object = None) -> tuple[Location, str | None]:
+    """Where the SM with ``guid`` / ``lid`` runs, as a Location (a switch by its name, an HCA by host, device and
+    port when a host tool lists it), and its label (``sw-ib01 (0x...)``); an empty Location when no source names
+    it."""
+    from diagnose.evidence import names
+
+    n = names.node(ctx, guid, lid)
+    if n is None:
+        g = names.guid_for(ctx, guid, lid)
+        return Location(), g
+    lab = names.label(ctx, guid, lid)
+    if n.kind == "SW" or n.host is None:
+        return Location(device=n.name), lab
+    ports = ctx.frame("IbPort")
+    port = None
+    if not ports.empty and n.device:
+        hit = ports[(ports["host"] == n.host) & (ports["device"].astype(str) == n.device)]
+        lid_i = val(lid) if lid is not None else None
+        if lid_i is not None and "lid" in hit.columns:
+            exact = hit[pd.to_numeric(hit["lid"], errors="coerce") == lid_i]
+            hit = exact if not exact.empty else hit
+        port = int(hit.iloc[0]["port"]) if len(hit) == 1 or (not hit.empty and lid_i is not None) else None
+    return Location(host=n.host, device=n.device, port=port), lab
+
+
+def _log_sm_guid(sm: pd.DataFrame) -> str | None:
+    """The port GUID the SM that wrote the log bound to (its last start), when the log has the line."""
+    got = sm["message"].astype(str).str.extract(_SM_BIND)[0].dropna()
+    return str(got.iloc[-1]) if not got.empty else None
 
 
 @extractor(fabric=True)
@@ -601,7 +669,7 @@ def _stray_master(ctx: Context, masters: pd.DataFrame, guids: list[str]) -> tupl
             return stray, lid, Location(device=fab.name(node))  # type: ignore[union-attr]
         host, dev = fab.host_device(node)  # type: ignore[union-attr]
         return stray, lid, Location(host=host, device=dev)
-    return stray, lid, Location()
+    return stray, lid, _sm_at(ctx, stray, lid)[0]
 
 
 def _sm_info(ctx: Context) -> list[Finding]:
@@ -614,10 +682,13 @@ def _sm_info(ctx: Context) -> list[Finding]:
         if len(guids) >= 2:
             stray, lid, where = _stray_master(ctx, masters, guids)
             at = f" {where.label()}" if where.host or where.device else ""
+            from diagnose.evidence import names
+
             out.append(finding(
                 "sm_multiple_masters",
-                f"{len(guids)} different subnet managers answer as MASTER ({', '.join(guids[:3])}): SMs are fighting."
-                f" By priority and GUID the one that should step down is {stray}"
+                f"{len(guids)} different subnet managers answer as MASTER"
+                f" ({', '.join(names.label(ctx, g) for g in guids[:3])}): SMs are fighting."
+                f" By priority and GUID the one that should step down is {names.label(ctx, stray, lid)}"
                 f"{f' (lid {lid})' if lid is not None else ''}{at}.",
                 masters, where, attrs={"masters": len(guids), "stray_guid": stray, "stray_lid": lid},
             ))
@@ -631,18 +702,22 @@ def _sm_info(ctx: Context) -> list[Finding]:
         elif len(guids) == 1:
             m = masters.copy()
             m["host_k"] = m["host"].fillna("")
-            stalled = False
+            stalled = moving = False
             for _h, grp in m.groupby("host_k"):
                 acts = grp["activity"].dropna()
                 if len(acts) >= 2 and acts.max() == acts.min():
                     stalled = True
+                elif len(acts) >= 2:
+                    moving = True  # two readings of one SM from one host, its activity count grew
             lids = sorted({int(x) for x in masters["sm_lid"].dropna()})
+            where, lab = _sm_at(ctx, guids[0], lids[0] if lids else None)
             out.append(finding(
                 "sm_master_single",
-                f"One subnet manager is MASTER ({guids[0]}, lid {', '.join(map(str, lids))}) in"
+                f"One subnet manager is MASTER ({lab or guids[0]}, lid {', '.join(map(str, lids))}) in"
                 f" {len(masters)} reading(s)" + ("; its activity count did not move between two readings" if stalled
                                                   else "") + ".",
-                masters.head(3), attrs={"readings": len(masters), "stalled": stalled},
+                masters.head(3), where, attrs={"readings": len(masters), "stalled": stalled, "moving": moving, "sm_guid": guids[0],
+                                               "sm_name": where.host or where.device},
             ))
     te = ctx.frame("ToolError")
     if not te.empty:
@@ -707,6 +782,44 @@ def _port_sm_lids(ctx: Context) -> list[Finding]:
     return out
 
 
+def names_label(ctx: Context, guid: str) -> str:
+    from diagnose.evidence import names
+
+    return names.label(ctx, guid)
+
+
+def _log_sm(ctx: Context, sm: pd.DataFrame) -> tuple[Location, str | None, str | None]:
+    """The node of the SM that wrote the log: the port GUID it bound to, else the single MASTER sminfo names,
+    else the SM LID the HCA ports report; else the host folder the log was found in. With several MASTERs the
+    log's own SM is not the place (the stray one is: sm_multiple_masters), so nothing is placed."""
+    guid = _log_sm_guid(sm)
+    smi = ctx.frame("SmInfo")
+    if not smi.empty and smi.loc[smi["state"] == "MASTER", "sm_guid"].dropna().nunique() >= 2:
+        return Location(), (names_label(ctx, guid) if guid else None), guid
+    if guid is not None:
+        where, lab = _sm_at(ctx, guid)
+        if not where.is_empty():
+            return where, lab, guid
+    if guid is None and not smi.empty:
+        masters = smi[smi["state"] == "MASTER"]
+        mg = sorted({str(g) for g in masters["sm_guid"].dropna()})
+        if len(mg) == 1:
+            lids = masters["sm_lid"].dropna()
+            where, lab = _sm_at(ctx, mg[0], int(lids.iloc[0]) if not lids.empty else None)
+            if not where.is_empty():
+                return where, lab, mg[0]
+    ports = ctx.frame("IbPort")
+    if guid is None and not ports.empty and "sm_lid" in ports:
+        lids = pd.to_numeric(ports["sm_lid"], errors="coerce")
+        lids = lids[lids > 0]
+        if lids.nunique() == 1:
+            where, lab = _sm_at(ctx, None, int(lids.iloc[0]))
+            if not where.is_empty():
+                return where, lab, None
+    host = _one(sm["host"]) if "host" in sm else None
+    return Location(host=host), (f"{host} ({guid})" if host and guid else host or guid), guid
+
+
 def _sm_log(ctx: Context) -> list[Finding]:
     sm = ctx.frame("SmEvent")
     if sm.empty:
@@ -725,16 +838,21 @@ def _sm_log(ctx: Context) -> list[Finding]:
     smport = sm[msgs.str.contains(r"SM port is down", case=False, na=False)]
     per_hour = round(len(ups) / (span_min / 60.0), 1) if span_min and span_min > 0 else None
     decisive = pd.concat([ups.tail(3), heavy.tail(2), lidc.head(2), changes.head(3), remote.head(2)])
+    where, lab, sm_guid = _log_sm(ctx, sm)
+    bind = sm[sm["message"].astype(str).str.contains("Mgmt class 0x81 binding to port GUID", regex=False, na=False)]
+    bind = bind.tail(1) if sm_guid else sm.head(0)
     out.append(finding(
         "sm_sweep_activity",
-        f"The SM log shows {len(ups)} SUBNET UP, {len(heavy)} heavy sweep(s), {len(lidc)} LID change(s) and"
+        f"The SM log{f' of {lab}' if lab else ''} shows {len(ups)} SUBNET UP, {len(heavy)} heavy sweep(s),"
+        f" {len(lidc)} LID change(s) and"
         f" {len(changes)} SM state change(s)" + (f" over {span_min:g} min" if span_min else "")
         + (f" ({per_hour:g} SUBNET UP per hour)" if per_hour is not None else "") + ".",
-        decisive if not decisive.empty else sm.head(2),
+        pd.concat([bind, decisive]) if not decisive.empty else pd.concat([bind, sm.head(2)]), where,
         attrs={"subnet_ups": len(ups), "heavy_sweeps": len(heavy), "lid_changes": len(lidc),
                "state_changes": len(changes), "remote_sm": len(remote), "sm_port_down": len(smport),
                "masters_entered": int(changes["message"].astype(str).str.contains("MASTER", case=False).sum()),
-               "span_min": span_min, "per_hour": per_hour},
+               "span_min": span_min, "per_hour": per_hour, "sm_guid": sm_guid,
+               "sm_name": where.host or where.device},
     ))
     traps = sm[sm["category"] == "port_state_change"]
     if not traps.empty:
@@ -774,104 +892,6 @@ def _int_or_none(v: object) -> int | None:
         return int(s, 0)
     except ValueError:
         return None
-
-
-@extractor(fabric=True)
-def partitions(ctx: Context) -> list[Finding]:
-    """NCCL_IB_PKEY (a P_Key table index), ibv_modify_qp failures by errno and QP transition, partition
-    (P_Key) errors in the SM log and ibdiagnet, and partition-enforcement drops in the port counters."""
-    out: list[Finding] = []
-    pkey = _env(ctx, "NCCL_IB_PKEY")
-    idx: int | None = None
-    if not pkey.empty:
-        vals = sorted({str(v).strip() for v in pkey["value"]})
-        idx = _int_or_none(pkey.iloc[-1]["value"])
-        out.append(finding(
-            "nccl_ib_pkey_set",
-            f"NCCL_IB_PKEY={', '.join(vals)}: NCCL puts its queue pairs in the partition at that index of each"
-            " port's P_Key table" + (" (index 0, the default)" if idx == 0 else "") + ".",
-            pkey, attrs={"index": idx, "nondefault": idx not in (None, 0), "values": len(vals)},
-        ))
-    msgs = ctx.messages
-    qp_rows = pd.DataFrame()
-    if not msgs.empty:
-        m = primary(msgs[msgs["message"].str.contains("ibv_modify_qp failed", na=False)])
-        if not m.empty:
-            new = m["message"].str.extract(_MQP_NEW)
-            old = m["message"].str.extract(_MQP_OLD)
-            m = m.assign(errno=new["errno"].fillna(old["errno"]), nxt=new["next"], cur=new["cur"], ibdev=new["dev"])
-            m = m[m["errno"].notna()]
-            qp_rows = m
-            for (errno, nxt), grp in m.groupby([m["errno"], m["nxt"].fillna("")], sort=True):
-                hosts = sorted({h for h in grp["host"].dropna()})
-                out.append(finding(
-                    "qp_modify_error",
-                    f"{len(grp)} ibv_modify_qp failure(s) with errno {errno}"
-                    + (f" moving the QP {sval(grp['cur'].iloc[0]) or '?'} -> {nxt}" if nxt else "")
-                    + (f" on {hosts_label(hosts)}" if hosts else "") + ".",
-                    grp, Location(host=hosts[0] if len(hosts) == 1 else None, device=_one(grp["ibdev"])),
-                    {"errno": int(errno), "next_state": nxt or None, "hosts": len(hosts)},
-                ))
-    if not qp_rows.empty and idx not in (None, 0):
-        init_fail = qp_rows[(qp_rows["errno"] == "22") & (qp_rows["nxt"].fillna("INIT") == "INIT")]
-        if not init_fail.empty:
-            hosts = sorted({h for h in init_fail["host"].dropna()})
-            out.append(finding(
-                "pkey_index_rejected",
-                f"NCCL_IB_PKEY={idx} and ibv_modify_qp fails with EINVAL moving the QP to INIT (the transition that"
-                f" sets the P_Key index) on {hosts_label(hosts) or 'the job hosts'}: that index holds no usable"
-                " partition key.",
-                pd.concat([pkey.tail(1), init_fail.head(3)]),
-                Location(host=hosts[0] if len(hosts) == 1 else None, device=_one(init_fail["ibdev"])),
-                {"index": idx, "hosts": len(hosts)},
-            ))
-    sm = ctx.frame("SmEvent")
-    if not sm.empty:
-        pk = sm[sm["message"].astype(str).str.contains(r"Bad P_Key|P_Key violation|partition|pkey", case=False, na=False)]
-        if not pk.empty:
-            # 'Bad P_Key:0x.. on SL:.. from LID1:<sender> ..': name the senders when their LIDs are in the bundle
-            senders = pk["message"].astype(str).str.extract(r"Bad P_Key:(0x[0-9a-fA-F]+) on SL:\d+ from LID1:(\d+)")
-            by_lid = _port_index(ctx)[0]
-            who = {(sval(r["host"]), sval(r["device"])) for lid in senders[1].dropna()
-                   if (r := by_lid.get(("*", int(lid)))) is not None}
-            hosts = sorted({h for h, _ in who if h})
-            keys = sorted(set(senders[0].dropna()))
-            traps = int(pk["message"].astype(str).str.contains(r"num:25[79] \(Bad P_Key", na=False).sum())
-            out.append(finding(
-                "sm_partition_errors",
-                f"The SM log has {len(pk)} partition/P_Key line(s)" + (f", {traps} Bad P_Key trap(s)" if traps else "")
-                + (f" for key {', '.join(keys)}" if keys else "")
-                + (f" sent from {hosts_label(hosts)}" if hosts else "")
-                + f" (e.g. '{str(pk.iloc[0]['message'])[:90]}').",
-                pk, Location(host=hosts[0] if len(hosts) == 1 else None),
-                {"lines": len(pk), "bad_pkey_traps": traps, "sender_hosts": len(hosts)},
-            ))
-    tm = ctx.frame("ToolMessage")
-    if not tm.empty:
-        pk = tm[tm["level"].isin(["error", "warning"]) & tm["message"].astype(str).str.contains(_PKEY_TEXT, na=False)]
-        if not pk.empty:
-            out.append(finding(
-                "tool_partition_errors",
-                f"{len(pk)} fabric-tool error/warning line(s) about P_Keys/partitions.",
-                pk, attrs={"lines": len(pk)},
-            ))
-    t, frame = _counter_table(ctx)
-    if not t.empty:
-        ce = t[t["counter"].isin(["port_rcv_constraint_errors", "port_xmit_constraint_errors"]) & (t["last"] > 0)]
-        if not ce.empty:
-            rising = ce[(ce["snaps"] > 1) & (ce["inc"] > 0)]
-            best = (rising if not rising.empty else ce).sort_values("last", ascending=False).iloc[0]
-            loc, switch, label = _port_where(ctx, best["host_k"], best["dev_k"], best["guid_k"], int(best["lid_k"]),
-                                             int(best["port_k"]))
-            out.append(finding(
-                "constraint_errors",
-                f"Partition-enforcement (constraint) errors on {len(ce)} counter(s); {best['counter']} = {int(best['last'])}"
-                f" on {label}" + (f", +{int(best['inc'])} between snapshots" if not rising.empty else "") + ".",
-                None, loc,
-                {"counters": len(ce), "rising": not rising.empty, "value": int(best["last"]), "switch": switch},
-                evidence=_row_refs(frame, [int(e) - 1 for e in ce["end"]], "constraint_errors"),
-            ))
-    return out
 
 
 # --------------------------------------------------------------------------------------------- adaptive routing
@@ -929,6 +949,18 @@ def adaptive_routing(ctx: Context) -> list[Finding]:
                 f" of their transmit capacity to credit waits" + (f" ({len(hot)} hot port(s))" if len(hot) else "") + ".",
                 None, attrs={"max_ratio": round(top, 4), "hot_ports": len(hot), "config": len(off)}, evidence=ev,
             ))
+        from diagnose.evidence.extractors.scaling import busbw_scaling  # the scaling curve, measured there
+
+        for drop in busbw_scaling(ctx):
+            if int(drop.attrs.get("bad_nodes") or 0) < 8:
+                continue
+            out.append(finding(
+                "ar_off_with_scaling_drop",
+                f"Adaptive routing is off ({', '.join(sorted({f.kind for f in off}))}) and {drop.summary}",
+                None, location=next((f.location for f in off if not f.location.is_empty()), None),
+                attrs={**drop.attrs, "config": len(off)},
+                evidence=[e for f in off for e in f.evidence[:1]] + drop.evidence[:2],
+            ))
     return out
 
 
@@ -964,5 +996,37 @@ def _sm_ar_lines(ctx: Context) -> list[Finding]:
                 "switch_ar_state",
                 f"ibdiagnet/SM: '{last[:100]}'.", arsum.tail(1), attrs={"enabled": enabled},
             ))
+    if not any(f.kind == "sm_routing_engine" for f in out):
+        out.extend(_sm_conf_ar(ctx))
     return out
+
+
+_AR_OFF_VALUES = frozenset({"0", "false", "disable", "disabled", "off", "no"})
+_AR_CONF_KEYS = ("ar_mode", "adaptive_routing", "ar_enable")
+
+
+def _sm_conf_ar(ctx: Context) -> list[Finding]:
+    """The routing engine and AR switches an SM configuration file (opensm.conf) sets, when no log line says which
+    engine runs. The first engine of a list is the one OpenSM uses unless it fails."""
+    conf = ctx.frame("SmConfigOption")
+    if conf.empty:
+        return []
+    eng = conf[conf["key"] == "routing_engine"]
+    eng = eng[~eng["value"].astype(str).str.lower().isin(["(null)", "null", ""])]
+    arkeys = conf[conf["key"].isin(_AR_CONF_KEYS)]
+    off = arkeys[arkeys["value"].astype(str).str.lower().isin(_AR_OFF_VALUES)]
+    name = str(eng.iloc[-1]["value"]).split(",")[0].strip().lower() if not eng.empty else None
+    if name is None and off.empty:
+        return []  # no engine line and no AR switch set off: nothing to weigh
+    is_ar = bool(name and name.startswith(_AR_ENGINES)) and off.empty
+    rows = pd.concat([eng.tail(1), off.tail(1)]) if not off.empty else eng.tail(1)
+    host = sval(rows.iloc[0]["host"]) if "host" in rows.columns else None
+    why = (f"routes with '{name}'" if name else "has no routing_engine line") + (
+        f" and sets {off.iloc[-1]['key']} {off.iloc[-1]['value']}" if not off.empty else "")
+    return [finding(
+        "sm_routing_engine",
+        f"The subnet manager configuration {why}" + ("" if is_ar else ": adaptive routing is not configured") + ".",
+        rows, location=Location(host=host) if host else None,
+        attrs={"engine": name or "", "adaptive": is_ar, "source": "opensm_conf"},
+    )]
 

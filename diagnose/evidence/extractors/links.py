@@ -95,6 +95,10 @@ def port_states(ctx: Context) -> list[Finding]:
     ports["relevant"] = _relevant(ports, ctx)
     out: list[Finding] = []
     down = ports[ports["state"].notna() & (ports["state"] != "Active")]
+    # hosts where every port the job uses or should use is down: NCCL has no RDMA port left there, so whatever it
+    # falls back to (NET/Socket, or no NET at all) is this fault's consequence
+    rel = ports[ports["relevant"]]
+    none_up = {str(h) for h, g in rel.groupby(rel["host"].fillna(""))["state"] if not (g == "Active").any()}
     for _, row in down.sort_values(["host", "device", "port"], na_position="first").iterrows():
         used = bool(row["relevant"])
         out.append(finding(
@@ -106,7 +110,7 @@ def port_states(ctx: Context) -> list[Finding]:
             pd.DataFrame([row]),
             Location(host=sval(row["host"]), device=sval(row["device"]), port=int(row["port"])),
             {"state": sval(row["state"]), "phys_state": sval(row["phys_state"]), "link_layer": sval(row["link_layer"]),
-             "relevant": used},
+             "relevant": used, "host_rdma_down": used and (sval(row["host"]) or "") in none_up},
         ))
     rel = ports[ports["relevant"]]
     if not rel.empty and (rel["state"] == "Active").all():
@@ -118,6 +122,8 @@ def port_states(ctx: Context) -> list[Finding]:
     return out
 
 
+# fabric listings that print, for every link, whether it trained at the best width/speed both ends support
+FABRIC_VERDICT_FORMATS = frozenset({"iblinkinfo"})
 _PORT_RATE = re.compile(r"\b(?P<gen>NDR|HDR|EDR|XDR)\b|\b(?P<g>100|200|400|800)\s?G(?:b(?:/s|ps)?)?\s?(?:HDR|NDR|EDR|IB\b|InfiniBand)", re.I)
 
 
@@ -162,10 +168,13 @@ def port_rates(ctx: Context) -> list[Finding]:
                  "width": sval(row.get("width")), "link_layer": ll},
             ))
         if low.empty and len(grp) >= 2:
+            # the HCA ports say nothing about the switch-to-switch links: when a fabric listing that prints each
+            # link's verdict was collected, it decides (link_training: link_below_capability / at capability)
             out.append(finding(
                 "port_rates_uniform",
                 f"All {len(grp)} active {ll} port(s) run at {best:g} Gb/s.",
-                grp.head(2), attrs={"rate_gbps": best, "ports": len(grp)},
+                grp.head(2), attrs={"rate_gbps": best, "ports": len(grp),
+                                    "fabric_listed": bool(ctx.formats & FABRIC_VERDICT_FORMATS)},
             ))
     return out
 
