@@ -29,6 +29,7 @@ _NAME_HINTS: dict[str, tuple[str, ...]] = {
     "launch": ("hostfile", "hosts", "machinefile", ".slurm", ".sbatch"),
     "slurm": ("scontrol", "sacct", "squeue"),
     "nccl_ras": ("ncclras", "ras"),
+    "nccl_conf": ("nccl.conf", "nccl_conf"),
 }
 
 
