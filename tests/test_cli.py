@@ -50,6 +50,7 @@ def test_bad_option_is_a_usage_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_binary_and_unknown_files_are_listed_and_the_rest_is_diagnosed(tmp_path: Path) -> None:
     (tmp_path / "core.bin").write_bytes(b"\x7fELF\x00\x00\x01\x02" * 100)
     (tmp_path / "notes.txt").write_text("lunch at noon\nnothing to see\n")
@@ -64,6 +65,7 @@ def test_binary_and_unknown_files_are_listed_and_the_rest_is_diagnosed(tmp_path:
     assert d["causes"][0]["id"] == "nccl.socket_fallback"
 
 
+@pytest.mark.slow
 def test_truncated_and_gzipped_logs(tmp_path: Path) -> None:
     (tmp_path / "a.log.gz").write_bytes(gzip.compress(NCCL_LINES.encode())[:-12])
     (tmp_path / "b.log").write_text(NCCL_LINES[:-20])
@@ -74,6 +76,7 @@ def test_truncated_and_gzipped_logs(tmp_path: Path) -> None:
     assert files["b.log"]["records"] >= 4
 
 
+@pytest.mark.slow
 def test_archive_with_parent_paths_is_not_extracted(tmp_path: Path) -> None:
     arc = tmp_path / "bundle.tar.gz"
     with tarfile.open(arc, "w:gz") as tf:
@@ -90,6 +93,7 @@ def test_archive_with_parent_paths_is_not_extracted(tmp_path: Path) -> None:
     assert not (tmp_path.parent / "evil.log").exists()
 
 
+@pytest.mark.slow
 def test_large_file_is_read_head_and_tail(tmp_path: Path) -> None:
     big = tmp_path / "huge.log"
     with big.open("w") as fh:
@@ -104,6 +108,7 @@ def test_large_file_is_read_head_and_tail(tmp_path: Path) -> None:
     assert any(c["id"] == "host.shm_too_small" for c in d["causes"])
 
 
+@pytest.mark.slow
 def test_json_output_is_byte_identical_and_matches_the_schema(tmp_path: Path) -> None:
     (tmp_path / "job.log").write_text(NCCL_LINES)
     a = run("triage", str(tmp_path), "--format", "json", "--symptom", "allreduce slow, busbw 3 GB/s")

@@ -121,6 +121,7 @@ def test_an_extractor_that_fails_in_the_child_is_reported_as_in_one_process(monk
     assert "ValueError: bad frame" in failed[0].summary
 
 
+@pytest.mark.slow
 def test_no_fork_from_a_worker_thread() -> None:
     import threading
 

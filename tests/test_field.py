@@ -62,6 +62,7 @@ def test_field_folders_are_told_from_constructed_fixtures() -> None:
     assert not is_field(FIELD.parent / "host")
 
 
+@pytest.mark.slow
 def test_the_field_figures_hold() -> None:
     res = bench_field(FIELD)
     d = res.to_dict()

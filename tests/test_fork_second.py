@@ -186,6 +186,7 @@ def test_results_the_child_cannot_store_are_parsed_here(tmp_path: Path, monkeypa
     assert _reaped(children)
 
 
+@pytest.mark.slow
 def test_this_process_takes_the_large_files_a_slow_child_has_not_started(tmp_path: Path, spill_root: Path,
                                                                          monkeypatch: pytest.MonkeyPatch,
                                                                          children: list[int]) -> None:

@@ -46,7 +46,17 @@ EXPECTED_FORMAT = {
     "opensm.log": "opensm_log",
     "sminfo.txt": "sminfo",
     "dgxa100-topo.xml": "nccl_topo_xml",
+    "opensm.conf": "opensm_conf",
+    "partitions.conf": "opensm_partitions",
+    "smpquery_pkeys.txt": "smpquery_pkeys",
+    "iblinkinfo.txt": "iblinkinfo",
+    "2.21.5.lua": "modulefile",
+    "all_reduce_perf_2n.txt": "nccl_tests",
+    "all_reduce_perf_4n.txt": "nccl_tests",
+    "all_reduce_perf_16n.txt": "nccl_tests",
 }
+# a capture holding several tools' output, as one terminal session: every format the sniffer must find in it
+SESSION_FORMATS = {"smpquery_qos.txt": ("smpquery_sl2vl", "smpquery_vlarb")}
 SMALL = {"hosts": 8, "hosts_per_leaf": 4}  # 2 SUs x 8 rail leaves, one spine: fast to write and parse
 CATALOG = load_catalog()
 
@@ -505,3 +515,89 @@ def test_bad_cable_under_one_leaf_does_not_explain_congestion_on_another(tmp_pat
     assert got["fabric.congestion"].verdict == "confirmed" and got["fabric.congestion"].location.device == "leaf-a-r5"
     against = {e.finding for e in got["fabric.congestion"].against}
     assert "xmit_wait_profile" not in against  # the strong clause: errors at the waiting devices
+
+
+# ------------------------------------------------------------------------------------------------ fabric configuration
+
+# each variant of a cause seen in the fabric's configuration, with the files it must write (where the SM runs:
+# the switch whose LID the ports report, spine-01 on the 8-host fabric)
+VARIANT_FILES = {
+    ("fabric.qos_misconfig", "ib_sl_vlarb"): {"fabric/smpquery_qos.txt", "spine-01/opensm.conf",
+                                              "modulefiles/nccl/2.21.5.lua"},
+    ("fabric.adaptive_routing_off", "sm_static_scaling"): {"spine-01/opensm.conf", "nccl-tests/all_reduce_perf_2n.txt",
+                                                           "nccl-tests/all_reduce_perf_4n.txt"},
+    ("fabric.pkey_mismatch", "partitions_conf"): {"spine-01/partitions.conf", "fabric/smpquery_pkeys.txt"},
+    ("link.degraded", "uplink"): {"fabric/iblinkinfo.txt"},
+}
+
+
+def _parse_session(root: Path, rel: str) -> dict[str, list]:
+    """Every format a file holds (its sniffed formats must be the expected ones), parsed without problems."""
+    text = (root / rel).read_text()
+    name = rel.rsplit("/", 1)[-1]
+    want = SESSION_FORMATS.get(name) or (EXPECTED_FORMAT[name],)
+    sniffed = sniff_file(rel, text)
+    assert tuple(sniffed.formats) == tuple(want), (rel, sniffed)
+    out = {}
+    for fmt in want:
+        res = by_format(fmt).parse(text, rel, None)
+        assert res.problems == [], (rel, fmt, res.problems[:5])
+        assert res.records, (rel, fmt)
+        out[fmt] = res.records
+    return out
+
+
+@pytest.mark.parametrize(("cause", "variant"), sorted(VARIANT_FILES))
+def test_fabric_configuration_files_are_read_as_their_tools(cause, variant, tmp_path):
+    root = simulate(tmp_path / "v", **SMALL, faults=[Fault(cause, variant=variant)], seed=3)
+    fault = _truth(root)["faults"][0]
+    assert fault["variant"] == variant
+    rels = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    assert VARIANT_FILES[(cause, variant)] <= rels
+    for rel in sorted(VARIANT_FILES[(cause, variant)]):
+        _parse_session(root, rel)
+
+
+def test_qos_variant_starves_the_jobs_sl_in_the_measured_tables(tmp_path):
+    root = simulate(tmp_path / "q", **SMALL, faults=[Fault("fabric.qos_misconfig", variant="ib_sl_vlarb")], seed=3)
+    assert _truth(root)["link_layer"] == "ib"
+    recs = _parse_session(root, "fabric/smpquery_qos.txt")
+    assert {tuple(r.vls)[1] for r in recs["smpquery_sl2vl"]} == {1}  # SL 1 -> VL 1 on every port read
+    low_vls = {r.vl for r in recs["smpquery_vlarb"] if r.table == "low" and r.weight > 0}
+    assert 1 not in low_vls and {0, 2, 3} <= low_vls
+    mod = _parse_session(root, "modulefiles/nccl/2.21.5.lua")["modulefile"]
+    assert ("NCCL_IB_SL", "1") in {(r.name, r.value) for r in mod}
+
+
+def test_pkey_variant_leaves_the_host_out_of_the_partition(tmp_path):
+    root = simulate(tmp_path / "p", **SMALL, faults=["fabric.pkey_mismatch@gpu-a003"], seed=3)
+    assert _truth(root)["faults"][0]["variant"] == "partitions_conf"  # odd seed: the second form
+    conf = _parse_session(root, "spine-01/partitions.conf")["opensm_partitions"]
+    tree = build_fat_tree(8, hosts_per_leaf=4, seed=3)
+    guids = {r.member.lower() for r in conf if r.partition == "tenant-a"}
+    assert not {n.guid for n in tree.hcas("gpu-a003")} & guids
+    assert {n.guid for n in tree.hcas("gpu-a002")} <= guids
+
+
+def test_degraded_uplink_has_iblinkinfos_hint_on_both_ends(tmp_path):
+    root = simulate(tmp_path / "d", **SMALL, faults=[Fault("link.degraded", variant="uplink")], seed=3)
+    fault = _truth(root)["faults"][0]
+    assert fault["cable"] == "leaf-spine" and fault["trained"]["width"] == "2X"
+    text = (root / "fabric/iblinkinfo.txt").read_text()
+    hinted = [ln for ln in text.splitlines() if "Could be 4X" in ln]
+    assert len(hinted) == 2 and all("==( 2X" in ln for ln in hinted)
+    assert f"{fault['location']['port']:4d}[  ]" in "".join(hinted)
+
+
+def test_flapping_uplink_retrains_with_symbol_errors(tmp_path):
+    root = simulate(tmp_path / "f", **SMALL, faults=[Fault("link.flapping", variant="uplink_retrain")], seed=3)
+    fault = _truth(root)["faults"][0]
+    assert fault["cable"] == "leaf-spine"
+    for end in fault["rising"]:
+        assert {"LinkDownedCounter", "SymbolErrorCounter", "LinkErrorRecoveryCounter"} <= set(end["counters"])
+
+
+@pytest.mark.parametrize(("cause", "seeds"), [("fabric.qos_misconfig", (4, 5)), ("link.flapping", (4, 5))])
+def test_consecutive_seeds_exercise_each_variant(cause, seeds, tmp_path):
+    got = [_truth(simulate(tmp_path / str(s), **SMALL, faults=[cause], seed=s))["faults"][0]["variant"] for s in seeds]
+    assert len(set(got)) == 2, got

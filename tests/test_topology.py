@@ -49,6 +49,7 @@ def test_link_rates() -> None:
     assert link_gbps(None, "NDR") is None
 
 
+@pytest.mark.slow
 def test_topology_command_json_and_graphml(degraded_bundle: Path, tmp_path: Path) -> None:
     gml = tmp_path / "fabric.graphml"
     r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "topology", str(degraded_bundle / "fabric"),

@@ -22,6 +22,7 @@ from diagnose.simulate.faults import (
     ALIASES,
     CAUSES,
     KINDS,
+    VARIANTS,
     CauseSpec,
     Fault,
     Injected,
@@ -35,7 +36,7 @@ from diagnose.simulate.topology import End, FatTree, Link, Node, build_fat_tree
 from diagnose.simulate.writers import build_scenario, write_bundle
 
 __all__ = [
-    "ALIASES", "CAUSES", "KINDS", "CauseSpec", "End", "FatTree", "Fault", "Injected", "Link", "Location", "Node",
+    "ALIASES", "CAUSES", "KINDS", "VARIANTS", "CauseSpec", "End", "FatTree", "Fault", "Injected", "Link", "Location", "Node",
     "build_fat_tree", "build_scenario", "cause_id", "compatible", "link_layer_for", "resolve", "simulate",
     "write_bundle",
 ]

@@ -15,6 +15,11 @@ place it sits at, which is also what "exact location" means when a diagnosis is 
 ``job``      the whole job (a setting every rank got): no location, or any job host;
 ``subnet``   the subnet manager (a stray SM runs on a host): ``gpu-a004`` names that host.
 
+Variants (``VARIANTS``): a few causes show in more than one form, each a signature of its own (QoS on RoCE
+priorities or in InfiniBand SL2VL/VLArb tables; adaptive routing off in NCCL's setting or in the SM's routing
+engine and the scaling curve; a P_Key mismatch in the SM's traps or in partitions.conf; a degraded or flapping
+cable at a host or on a spine uplink). ``Fault.variant`` picks one; left open, the seed does.
+
 Options of a few causes: ``end`` (``link.bad_cable``: which receiver counts the errors: ``hca``/``switch``/
 ``both``), ``mode`` (``link.degraded``: ``2x`` or ``hdr``), ``ports`` (``fabric.congestion``: how many hot ports).
 
@@ -112,6 +117,22 @@ KINDS = tuple(CAUSES) + tuple(ALIASES)
 LINK_CAUSES = ("link.bad_cable", "link.port_down", "link.degraded", "link.flapping")
 ENDS = ("hca", "switch", "both")
 DEGRADED_MODES = {"2x": ("2X", "NDR", 200), "hdr": ("4X", "HDR", 200)}
+# the forms a cause takes in a bundle (its signatures): the first is the original one; a fault whose variant is left
+# open gets ``VARIANTS[cause][seed % n]`` (so consecutive seeds exercise each form), unless its location or the
+# fabric the other faults need decides
+VARIANTS: dict[str, tuple[str, ...]] = {
+    # RoCE: NCCL_IB_TC off the lossless priority | InfiniBand: NCCL_IB_SL (modulefile) on a VL without VLArb weight
+    "fabric.qos_misconfig": ("roce_tc", "ib_sl_vlarb"),
+    # NCCL_IB_ADAPTIVE_ROUTING=0 with hot uplinks | a static routing engine in opensm.conf seen in the scaling curve
+    "fabric.adaptive_routing_off": ("nccl_env", "sm_static_scaling"),
+    # Bad P_Key traps in the SM log | a host missing from partitions.conf and its P_Key tables
+    "fabric.pkey_mismatch": ("bad_pkey_traps", "partitions_conf"),
+    # an HCA cable trained at 2X/HDR | a leaf-spine uplink at 2X with iblinkinfo's 'Could be 4X'
+    "link.degraded": ("hca", "uplink"),
+    # LinkDowned rising alone | a spine uplink that retrains: LinkDowned with symbol errors and link error recovery
+    "link.flapping": ("downed", "uplink_retrain"),
+}
+VARIANT_FABRIC = {("fabric.qos_misconfig", "roce_tc"): "roce", ("fabric.qos_misconfig", "ib_sl_vlarb"): "ib"}
 LINK_LAYERS = ("auto", "ib", "roce")
 
 _HCA_RE = re.compile(r"^(?P<host>[A-Za-z0-9][\w.\-]*?)[/:](?P<dev>mlx5_\d+|\d+)$")
@@ -143,18 +164,25 @@ def compatible(a: str, b: str) -> bool:
     return not (ca.breaks and cb.breaks)
 
 
-def link_layer_for(causes: list[str], requested: str = "auto") -> str:
-    """``ib`` or ``roce``: the fabric flavour the causes need (``requested`` unless it is ``auto``)."""
+def _fabric(c: str | Injected) -> str:
+    return c.fabric if isinstance(c, Injected) else CAUSES[cause_id(c)].fabric
+
+
+def link_layer_for(causes: list[str] | list[Injected], requested: str = "auto") -> str:
+    """``ib`` or ``roce``: the fabric flavour the causes (ids, or injections with their variants) need
+    (``requested`` unless it is ``auto``)."""
     if requested not in LINK_LAYERS:
         raise ValueError(f"link layer must be one of {', '.join(LINK_LAYERS)}")
-    need = {CAUSES[cause_id(c)].fabric for c in causes} - {"any"}
+    causes = list(causes)
+    need = {_fabric(c) for c in causes} - {"any"}
+    name = [c.kind if isinstance(c, Injected) else c for c in causes]
     if len(need) > 1:
-        ib = [c for c in causes if CAUSES[cause_id(c)].fabric == "ib"]
-        ro = [c for c in causes if CAUSES[cause_id(c)].fabric == "roce"]
+        ib = [n for c, n in zip(causes, name, strict=True) if _fabric(c) == "ib"]
+        ro = [n for c, n in zip(causes, name, strict=True) if _fabric(c) == "roce"]
         raise ValueError(f"{', '.join(ib)} need an InfiniBand fabric and {', '.join(ro)} a RoCE one")
     if requested != "auto":
         if need and need != {requested}:
-            bad = [c for c in causes if CAUSES[cause_id(c)].fabric not in ("any", requested)]
+            bad = [n for c, n in zip(causes, name, strict=True) if _fabric(c) not in ("any", requested)]
             raise ValueError(f"{', '.join(bad)} cannot be injected on a {requested} fabric")
         return requested
     return need.pop() if need else "ib"
@@ -212,9 +240,12 @@ class Fault:
     end: str = "both"  # link.bad_cable: which receiver counts the errors
     mode: str = "2x"  # link.degraded: '2x' (2X NDR) | 'hdr' (4X HDR)
     ports: int = 4  # fabric.congestion: number of switch ports
+    variant: str | None = None  # one of VARIANTS[kind] (None: chosen by the seed)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", cause_id(self.kind))
+        if self.variant is not None and self.variant not in VARIANTS.get(self.kind, ()):
+            raise ValueError(f"{self.kind} has no variant {self.variant!r}; one of {VARIANTS.get(self.kind, ())}")
         if self.end not in ENDS + ("lower", "upper"):
             raise ValueError(f"end must be one of {ENDS}")
         if self.mode not in DEGRADED_MODES:
@@ -242,10 +273,16 @@ class Injected:
     end: str = "both"
     mode: str | None = None
     params: dict = field(default_factory=dict)
+    variant: str | None = None  # which of the cause's signatures (VARIANTS)
 
     @property
     def spec(self) -> CauseSpec:
         return CAUSES[self.kind]
+
+    @property
+    def fabric(self) -> str:
+        """The fabric this injection needs (its variant's, else its cause's)."""
+        return VARIANT_FABRIC.get((self.kind, self.variant or ""), self.spec.fabric)
 
     @property
     def short(self) -> str:
@@ -335,17 +372,39 @@ def _pick_leaf(tree: FatTree, loc: Location | None, rng, kind: str) -> tuple[str
     return rng.choice(tree.leaves).name, None
 
 
-def resolve(tree: FatTree, faults: list[Fault | str], seed: int) -> list[Injected]:
+def _variant(f: Fault, loc: Location | None, seed: int, others: set[str], link_layer: str) -> str | None:
+    """The fault's variant: as given; else the one its location, the requested fabric or the other faults' fabric
+    decides; else ``VARIANTS[kind][seed % n]``."""
+    forms = VARIANTS.get(f.kind)
+    if not forms:
+        return None
+    if f.variant is not None:
+        return f.variant
+    fab = {link_layer} if link_layer in ("ib", "roce") else others - {"any"}
+    fits = [v for v in forms if VARIANT_FABRIC.get((f.kind, v), f.spec.fabric) in fab | {"any"}] if fab else []
+    if f.kind == "fabric.adaptive_routing_off" and loc is not None:
+        return forms[0]  # placed on a leaf's uplinks: the hot-uplink form
+    if f.kind in ("link.degraded", "link.flapping") and loc is not None:
+        return forms[1] if loc.uplink or (loc.switch or "").startswith(("leaf", "spine", "core")) else forms[0]
+    pool = fits or list(forms)
+    return pool[seed % len(pool)]
+
+
+def resolve(tree: FatTree, faults: list[Fault | str], seed: int, link_layer: str = "auto") -> list[Injected]:
     """Place every fault on the tree (the RNG fills what the location leaves open). Host-scope faults land on
     distinct hosts when the location leaves the choice open."""
     out: list[Injected] = []
     used: set[Link] = set()
     used_hosts: set[str] = set()
-    for i, raw in enumerate(faults):
-        f = as_fault(raw)
+    parsed = [as_fault(raw) for raw in faults]
+    for i, f in enumerate(parsed):
         rng = rng_for(seed, "fault", i, f.kind)
         loc = f.location if isinstance(f.location, Location) else None
+        others = {g.spec.fabric for j, g in enumerate(parsed) if j != i}
+        variant = _variant(f, loc, seed, others, link_layer)
         scope = f.spec.scope
+        if f.kind in LINK_CAUSES and loc is None and variant in ("uplink", "uplink_retrain"):
+            loc = Location(uplink=True)  # a leaf's spine uplink, chosen by the RNG
         if f.kind in LINK_CAUSES:
             link = _pick_link(tree, loc, rng, used, f.kind)
             if link in used:
@@ -363,6 +422,7 @@ def resolve(tree: FatTree, faults: list[Fault | str], seed: int) -> list[Injecte
                 inj.params["flaps"] = rng.randint(3, 7)
             elif f.kind == "link.degraded":
                 inj.mode = f.mode
+            inj.variant = variant
             out.append(inj)
         elif scope == "ports":
             out.append(_congestion(tree, loc, rng, f.ports))
@@ -375,11 +435,12 @@ def resolve(tree: FatTree, faults: list[Fault | str], seed: int) -> list[Injecte
                 first = port if port is not None else rng.choice(ups[:-1])
                 nxt = ups[ups.index(first) + 1] if ups.index(first) + 1 < len(ups) else ups[ups.index(first) - 1]
                 hot = sorted({first, nxt})
-            out.append(Injected(kind=f.kind, switch=leaf, switch_ports=tuple(End(leaf, p) for p in hot)))
+            out.append(Injected(kind=f.kind, switch=leaf, switch_ports=tuple(End(leaf, p) for p in hot),
+                                variant=variant))
         elif scope in ("host", "hca", "gpu", "subnet"):
             host = _pick_host(tree, loc, rng, used_hosts, f.kind)
             used_hosts.add(host)
-            inj = Injected(kind=f.kind, host=host)
+            inj = Injected(kind=f.kind, host=host, variant=variant)
             if loc is not None and ((scope == "hca" and loc.gpu is not None) or (scope == "gpu" and loc.hca is not None)):
                 raise ValueError(f"a {f.kind} fault sits on {'an HCA' if scope == 'hca' else 'a GPU'}: give "
                                  f"{'host/mlx5_N' if scope == 'hca' else 'host/gpuN'}, not {loc}")
@@ -395,7 +456,7 @@ def resolve(tree: FatTree, faults: list[Fault | str], seed: int) -> list[Injecte
                 raise ValueError(f"a {f.kind} fault is job-wide; a location may only name one of its hosts")
             if loc is not None and loc.host:
                 _check_host(tree, loc.host)
-            out.append(Injected(kind=f.kind, host=loc.host if loc else None, params={"job": True}))
+            out.append(Injected(kind=f.kind, host=loc.host if loc else None, params={"job": True}, variant=variant))
     return out
 
 

@@ -30,7 +30,9 @@ import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from diagnose.simulate import fabricfiles as ff
 from diagnose.simulate import hostfiles as hf
+from diagnose.simulate import joblog
 from diagnose.simulate.faults import Injected
 from diagnose.simulate.joblog import env_line, info, torch_backend_error, torch_watchdog, trace, warn
 from diagnose.simulate.scenario import (
@@ -50,10 +52,13 @@ Apply = Callable[[Scenario, Injected], None]
 APPLY: dict[str, Apply] = {}
 PREPARE: dict[str, Apply] = {}
 
-# busbw of all_reduce_perf on the job's hosts relative to healthy, per cable fault and where it sits
+# busbw of all_reduce_perf on the job's hosts relative to healthy, per cable fault and where it sits (a switch link
+# at 2X: the ring steps statically routed over it run at half its rate, and every channel carries an equal share,
+# so the collective runs near the pace of its slowest ring, as with an HCA at 2X; 62 of 88 GB/s in
+# fixtures/link/degraded/positive-spine-leaf-uplink-2x, where two of four rings cross it)
 CABLE_BW = {
     ("link.port_down", "hca-leaf"): 0.62, ("link.degraded", "hca-leaf"): None, ("link.bad_cable", "hca-leaf"): 0.82,
-    ("link.flapping", "hca-leaf"): 0.70, ("link.port_down", "switch"): 0.97, ("link.degraded", "switch"): 0.95,
+    ("link.flapping", "hca-leaf"): 0.70, ("link.port_down", "switch"): 0.97, ("link.degraded", "switch"): 0.55,
     ("link.bad_cable", "switch"): 0.93, ("link.flapping", "switch"): 0.90,
 }
 
@@ -225,6 +230,14 @@ for _k in ("link.bad_cable", "link.flapping"):
     APPLY[_k] = _cable_incident
 
 
+@signature("link.degraded")
+def _degraded(sc: Scenario, inj: Injected) -> None:
+    """A switch-to-switch cable trained at 2X (fixtures/link/degraded/positive-spine-leaf-uplink-2x): no host tool
+    shows it; iblinkinfo from the SM's node prints both ends at 2X with its own verdict ``(Could be 4X )``."""
+    if inj.variant == "uplink" and inj.link is not None and inj.link.kind != "hca-leaf":
+        sc.job.files["fabric/iblinkinfo.txt"] = ff.iblinkinfo(sc, _prompt(sm_node(sc)))
+
+
 # ------------------------------------------------------------------------------------------------- fabric.*
 
 
@@ -244,11 +257,49 @@ def _uplink_siblings(sc: Scenario, inj: Injected) -> list[End]:
     return [lk.lower for lk in sc.tree.leaf_uplinks(inj.switch or "") if lk.lower not in inj.switch_ports]
 
 
+def sm_node(sc: Scenario) -> str:
+    """The node the master SM runs on (the switch whose LID every port reports as its SM lid): where its
+    opensm.conf and partitions.conf are read."""
+    return next((n.name for n in sc.tree.switches() if n.lid == sc.tree.sm_lid), sc.tree.switches()[0].name)
+
+
+def _prompt(node: str) -> str:
+    return f"[root@{node} ~]#"
+
+
+# busbw of the same all_reduce_perf at 2/4/8/16 nodes relative to the healthy peak, with static routes: flows of a
+# few nodes stay under their leaves; from 8 nodes on they hash onto shared uplinks and collide (NVIDIA/nccl-tests#169)
+STATIC_SCALING = {2: 1.0, 4: 0.97, 8: 0.63, 16: 0.45}
+
+
+def _ar_off_scaling(sc: Scenario, inj: Injected) -> None:
+    """A static routing engine (``routing_engine updn``) in the SM's opensm.conf, seen only in the scaling curve:
+    the same all_reduce_perf at 2, 4, 8 and 16 nodes holds at 2-4 and falls at 8-16; no NCCL setting, no port
+    error, no credit-wait hot spot (fixtures/fabric/adaptive_routing_off/positive-ar-off-scaling-curve-opensm-conf)."""
+    sm = sm_node(sc)
+    sc.job.files[f"{sm}/opensm.conf"] = ff.opensm_conf("updn")
+    job = list(sc.job_hosts)
+    spare = [h for h in sc.tree.hosts if h not in job]
+    sc.job.busbw *= STATIC_SCALING[8] if len(job) >= 8 else 1.0
+    for n, f in STATIC_SCALING.items():
+        hosts = (job + spare)[:n]
+        if len(hosts) < n or n == len(job):
+            continue
+        text = joblog.render_nccl_tests(sc, hosts, f)
+        if text is not None:
+            sc.job.files[f"nccl-tests/all_reduce_perf_{n}n.txt"] = text
+    inj.params["detail"] = f"routing_engine updn in {sm}/opensm.conf; busbw by node count " + ", ".join(
+        f"{n}n x{f}" for n, f in STATIC_SCALING.items())
+    inj.params["sm_node"] = sm
+
+
 @signature("fabric.adaptive_routing_off")
 def _ar_off(sc: Scenario, inj: Injected) -> None:
     """NCCL_IB_ADAPTIVE_ROUTING=0 left in the job script (fixtures/fabric/adaptive_routing_off): every flow keeps
     its static route, two uplinks of a leaf carry the job and wait for credits half the time while their
     siblings idle."""
+    if inj.variant == "sm_static_scaling":
+        return _ar_off_scaling(sc, inj)
     rng = _rng(sc, inj)
     sc.job.env["NCCL_IB_ADAPTIVE_ROUTING"] = "0"
     for e in inj.switch_ports:
@@ -344,7 +395,9 @@ def _pkey(sc: Scenario, inj: Injected) -> None:
     prev_h, next_h = _ring_peers(sc, host)
     t = sc.t_fail - timedelta(seconds=40)
     n = 0
-    for k in sorted(rng.sample(range(sc.tree.hcas_per_host), min(4, sc.tree.hcas_per_host))):
+    if inj.variant == "partitions_conf":
+        _pkey_partitions(sc, inj, host)
+    for k in ([] if inj.variant == "partitions_conf" else sorted(rng.sample(range(sc.tree.hcas_per_host), min(4, sc.tree.hcas_per_host)))):
         src = sc.hca_node(host, k)
         for peer in dict.fromkeys((next_h, prev_h)):
             if peer == host:
@@ -369,7 +422,30 @@ def _pkey(sc: Scenario, inj: Injected) -> None:
     if r is not None:
         sc.job.incident += _completion(sc, r, next_h, "Send", rng)
     sc.job.nccl_tests = False
-    inj.params["detail"] = f"{host} sends with P_Key 0x8001 (its old tenant's) at index 0"
+    if inj.variant != "partitions_conf":
+        inj.params["detail"] = f"{host} sends with P_Key 0x8001 (its old tenant's) at index 0"
+
+
+TENANT_KEY = 0x8003
+
+
+def _pkey_partitions(sc: Scenario, inj: Injected, host: str) -> None:
+    """A host added to the tenant's rack without a partitions.conf update
+    (fixtures/fabric/pkey_mismatch/positive-partitions-conf-host-missing-from-tenant): the job puts its queue pairs
+    in the tenant partition (NCCL_IB_PKEY=1), the SM's partitions.conf lists every job host's port GUIDs but this
+    host's, and the P_Key tables agree: index 1 holds the tenant key everywhere but on this host's ports."""
+    sm = sm_node(sc)
+    sc.job.env["NCCL_IB_PKEY"] = "1"
+    guids = [n.guid for h in sc.job_hosts if h != host for n in sc.tree.hcas(h)]
+    sc.job.files[f"{sm}/partitions.conf"] = ff.partitions_conf(
+        sm, "tenant-a", TENANT_KEY, guids, "tenant-a: the job's hosts, port GUIDs of every HCA")
+    tables = []
+    for h in sc.job_hosts:
+        for n in sc.tree.hcas(h):
+            tables.append((n.lid, [0x7FFF, 0 if h == host else TENANT_KEY]))
+    sc.job.files["fabric/smpquery_pkeys.txt"] = ff.smpquery_pkeys(_prompt(sm), tables)
+    inj.params["detail"] = (f"{host} missing from partition tenant-a (0x{TENANT_KEY:04x}) in {sm}/partitions.conf; "
+                            "index 1 of its P_Key tables is empty")
 
 
 def _prio_counters(rng, traffic_prio: int, gbytes: float, pfc_prio: int = 3, pause_rx: int = 0, pause_tx: int = 0,
@@ -450,6 +526,8 @@ def _qos(sc: Scenario, inj: Injected) -> None:
     (fixtures/fabric/qos_misconfig): every port carries its RoCE bytes on priority 4, which has no PFC; the lossy
     queue drops, so sequence errors and retransmissions rise with no ECN marks, and the job dies with
     retry-exceeded completions."""
+    if inj.variant == "ib_sl_vlarb":
+        return _qos_ib(sc, inj)
     rng = _rng(sc, inj)
     sc.job.env["NCCL_IB_TC"] = "128"
     for h in sc.job_hosts:
@@ -1042,6 +1120,12 @@ def collect_everything(sc: Scenario) -> None:
     node health check, collects; used to show that healthy output stays silent."""
     for tool in HOST_TOOLS:
         sc.collect(tool, sc.job_hosts)
+    if not sc.roce:  # the fabric's configuration and link listing, from the SM's node
+        sm = sm_node(sc)
+        sc.job.files.setdefault(f"{sm}/opensm.conf", ff.opensm_conf("ar_updn"))
+        sc.job.files.setdefault(f"{sm}/partitions.conf", "\n".join([
+            f"# /etc/opensm/partitions.conf on {sm}", "Default=0x7fff, ipoib : ALL=full ;", ""]))
+        sc.job.files.setdefault("fabric/iblinkinfo.txt", ff.iblinkinfo(sc, _prompt(sm)))
     if sc.roce:
         sc.collect("ibdev2netdev", sc.job_hosts)
         rng = rng_for(sc.seed, "healthy-roce")
@@ -1068,3 +1152,53 @@ def render_collected(sc: Scenario) -> dict[str, str]:
 
 __all__ = ["APPLY", "HOST_TOOLS", "PREPARE", "apply_all", "busbw_factor", "collect_everything", "hca_aliases",
            "nccl_tests_hosts", "prepare", "render_collected"]
+
+
+# OpenSM QoS as the site set it: storage on VL 2, checkpoint traffic on VL 4 high priority, and no weight for VL 1
+QOS_STARVED = {"qos": "TRUE", "qos_max_vls": "8", "qos_high_limit": "4", "qos_vlarb_high": "4:64",
+               "qos_vlarb_low": "0:64,2:64,3:32", "qos_sl2vl": "0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7"}
+
+
+def _qos_path_ports(sc: Scenario) -> list[tuple[int, int | None, int]]:
+    """Egress ports of the job's rail-0 traffic: its HCAs, the leaf ports facing them, the leaves' uplinks and
+    the spine ports facing the leaves (lid, port or None for an HCA, highest input port)."""
+    tree = sc.tree
+    out: list[tuple[int, int | None, int]] = []
+    leaves: list[str] = []
+    for h in sc.job_hosts:
+        hca = sc.hca_node(h, 0)
+        out.append((hca.lid, None, 0))
+        att = tree.hca_attachment(h, 0)
+        out.append((tree.nodes[att.node].lid, att.port, tree.nodes[att.node].nports))
+        if att.node not in leaves:
+            leaves.append(att.node)
+    for leaf in leaves:
+        for lk in tree.leaf_uplinks(leaf):
+            n = tree.nodes[leaf]
+            out.append((n.lid, lk.lower.port, n.nports))
+            up = tree.nodes[lk.upper.node]
+            out.append((up.lid, lk.upper.port, up.nports))
+    return list(dict.fromkeys(out))
+
+
+def _qos_ib(sc: Scenario, inj: Injected) -> None:
+    """NCCL_IB_SL=1 from the site's NCCL modulefile on a fabric whose VLArb tables give VL 1 no weight
+    (fixtures/fabric/qos_misconfig/positive-ib-sl-on-zero-weight-vl): SL 1 maps to VL 1 on every port
+    (SL2VL SL mod 8) and the arbiter never serves it; the job's collectives crawl, nothing errors."""
+    sm = sm_node(sc)
+    sc.job.env["NCCL_IB_SL"] = "1"
+    sc.job.files["modulefiles/nccl/2.21.5.lua"] = (
+        'whatis("NCCL 2.21.5 for CUDA 12.4, site defaults")\n'
+        'family("nccl")\n\n'
+        'local root = "/opt/nccl/2.21.5-cuda12.4"\n'
+        'prepend_path("LD_LIBRARY_PATH", pathJoin(root, "lib"))\n'
+        'setenv("NCCL_HOME", root)\n'
+        '-- tenant traffic class: SL 1 (change INFRA-2214)\n'
+        'setenv("NCCL_IB_SL","1")\n'
+        'setenv("NCCL_IB_HCA","=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7")\n')
+    sc.job.files[f"{sm}/opensm.conf"] = ff.opensm_conf("ar_updn", QOS_STARVED)
+    vls = [int(v) for v in QOS_STARVED["qos_sl2vl"].split(",")]
+    sc.job.files["fabric/smpquery_qos.txt"] = ff.smpquery_qos(_prompt(sm), _qos_path_ports(sc), vls,
+                                                             [(0, 0x40), (2, 0x40), (3, 0x20)], [(4, 0x40)])
+    sc.job.busbw *= 0.05
+    inj.params["detail"] = "NCCL_IB_SL=1 (modulefile): SL 1 -> VL 1, which has no VLArb weight on the job's ports"

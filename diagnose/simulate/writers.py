@@ -14,6 +14,12 @@ Layout (InfiniBand fabric; a RoCE fabric has no ``fabric/`` folder: no subnet ma
     <out>/<host>/dmesg.txt            ``dmesg -T`` of the same hosts
     <out>/<host>/<tool>.txt           what the responder ran on a host for the faults injected (lsmod, ulimit -a,
                                       df -h, lspci -vvv, nvidia-smi ..., ibv_devinfo, ethtool -S, rdma statistic)
+    <out>/<sm>/opensm.conf            the master SM's configuration (``<sm>``: the node the SM runs on), and its
+    <out>/<sm>/partitions.conf        partition file, when a cause's variant lives there (or every host tool)
+    <out>/fabric/iblinkinfo.txt       iblinkinfo from the SM's node (a degraded switch link; every host tool)
+    <out>/fabric/smpquery_*.txt       ``smpquery sl2vl``/``vlarb`` of the job's egress ports, ``smpquery pkeys``
+    <out>/nccl-tests/*_<n>n.txt       the same all_reduce_perf at other node counts (the scaling curve)
+    <out>/modulefiles/...             the site's NCCL Lmod modulefile, when it sets what the cause is
 
 Formats follow the sources: rdma-core ``infiniband-diags/ibnetdiscover.c`` (``out_switch``/``out_ca``/
 ``out_*_port``, nodes printed in reverse discovery order as libibnetdisc prepends them), ``perfquery.c`` +
@@ -90,8 +96,8 @@ def build_scenario(tree: FatTree, faults: list[Fault | str], seed: int,
                    job_hosts: list[str] | int | None = None, window_s: int | None = None,
                    link_layer: str = "auto") -> Scenario:
     """Place the faults, pick the job, set the clocks, and let each fault's signature change the scenario."""
-    injected = resolve(tree, list(faults), seed)
-    ll = link_layer_for([i.kind for i in injected], link_layer)
+    injected = resolve(tree, list(faults), seed, link_layer)
+    ll = link_layer_for(injected, link_layer)
     job = choose_job(tree, injected, job_hosts)
     rt = rng_for(seed, "time")
     t_job = datetime(2024, 6, 3, 6, 0, 0, tzinfo=timezone.utc) + timedelta(days=rt.randint(0, 120),
@@ -250,6 +256,11 @@ def _add_errors(sc: Scenario, out: dict[End, PortCounters], rng) -> None:
             for end in inj.error_ends:
                 out[end].base["LinkDownedCounter"] = rng.randint(1, 3)
                 out[end].delta["LinkDownedCounter"] = flaps
+                if inj.variant == "uplink_retrain":  # each retrain also counts symbol errors and a recovery
+                    out[end].base["SymbolErrorCounter"] = rng.randint(150, 250)
+                    out[end].delta["SymbolErrorCounter"] = flaps * rng.randint(10, 14)
+                    out[end].base["LinkErrorRecoveryCounter"] = rng.randint(5, 10)
+                    out[end].delta["LinkErrorRecoveryCounter"] = flaps
         elif inj.kind == "link.port_down" and inj.link is not None:
             for end in inj.link.ends:
                 if end in out:  # the switch end stays queryable: it counted the link going down, before the window
@@ -435,6 +446,8 @@ def _location(sc: Scenario, inj: Injected) -> dict:
     scope = inj.spec.scope
     if inj.link is not None:
         return _end_info(tree, inj.link.lower)
+    if inj.variant == "sm_static_scaling":  # the setting sits in the SM node's opensm.conf
+        return {"host": inj.params.get("sm_node")}
     if scope in ("ports", "uplink"):
         sw = tree.nodes[inj.switch_ports[0].node]
         return {"switch": sw.name, "guid": sw.guid}
@@ -454,6 +467,8 @@ def truth(sc: Scenario, counters: dict[End, PortCounters], files: list[str]) -> 
     faults = []
     for inj in sc.injected:
         item: dict = {"cause": inj.kind, "kind": inj.short, "scope": inj.spec.scope, "location": _location(sc, inj)}
+        if inj.variant:
+            item["variant"] = inj.variant
         if inj.link is not None:
             item["cable"] = inj.link.kind
             item["peer"] = _end_info(tree, inj.link.upper)
@@ -469,7 +484,7 @@ def truth(sc: Scenario, counters: dict[End, PortCounters], files: list[str]) -> 
             if inj.kind == "link.degraded":
                 st = sc.state(inj.link)
                 item["trained"] = {"width": st.width, "speed": st.speed, "gbps": st.gbps}
-        elif inj.switch_ports:
+        elif inj.switch_ports and inj.variant != "sm_static_scaling":
             item["ports"] = [
                 {**_end_info(tree, e), **({"xmit_wait_delta": counters[e].delta["PortXmitWait"]} if counters else {})}
                 for e in inj.switch_ports

@@ -50,6 +50,7 @@ def test_oversized_body_is_refused_before_parsing(svc: ChatService) -> None:
     assert r.status_code == 413
 
 
+@pytest.mark.slow
 def test_job_through_the_service_worker_and_bundle_store(tmp_path: Any) -> None:
     """`/diagnose job <id>` with the service's real worker: bundle store lookup, triage, stored diagnosis."""
     pytest.importorskip("diagnose.service.grouping", reason="the topology grouping module is not there yet")

@@ -6,6 +6,8 @@ import time
 import uuid
 from typing import Any
 
+import pytest
+
 from .support import ChatService, playbook_first_step, store_diagnosed_incident, teams_sign
 
 
@@ -98,6 +100,7 @@ def test_mention_is_stripped_and_help_follows_a_bad_command(svc: ChatService) ->
     assert "unknown command `reboot`" in bad and "incident <id>" in bad
 
 
+@pytest.mark.slow
 def test_job_not_ready_in_five_seconds_is_answered_queued(svc: ChatService) -> None:
     r = _send(svc, "job 77001 nccl timeout")
     assert r.status_code == 200

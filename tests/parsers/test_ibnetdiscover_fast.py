@@ -463,6 +463,7 @@ def _random_frames(rng: random.Random) -> dict[str, pd.DataFrame]:
     return build_frames(recs)
 
 
+@pytest.mark.slow
 def test_fabric_matches_reference_on_irregular_frames() -> None:
     rng = random.Random(20240614)
     kinds: dict[str, int] = defaultdict(int)
