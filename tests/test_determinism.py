@@ -69,7 +69,6 @@ def test_large_bundle_is_byte_identical_and_localised(tmp_path: Path, catalog) -
     assert (top.location.host, top.location.device, top.location.port) == ("gpu-c077", "mlx5_3", 1)
 
 
-@pytest.mark.slow
 def test_bulk_dumps_parsed_on_the_second_core_give_the_same_diagnosis() -> None:
     """Large counter dumps go to a second process; the diagnosis must not depend on where they were parsed."""
     bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"

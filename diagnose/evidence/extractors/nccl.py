@@ -10,6 +10,7 @@ import pandas as pd
 
 from diagnose.evidence.context import MAX_REFS, Context, finding, hosts_label, primary, refs
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.context import symptom_rows
 from diagnose.models.diagnosis import Finding, Location
 
 _VIRTUAL_IF = re.compile(r"^(docker\d*|virbr\d*|veth\w*|lo|br-\w+|cni\d*|flannel[\w.]*|podman\d*)$")
@@ -147,6 +148,39 @@ def _net_lines(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return got  # type: ignore[return-value]
 
 
+_RDMA_SAID = re.compile(
+    r"\b(?:InfiniBand|IB|RoCE(?:v2)?|RDMA|HDR|NDR|EDR|FDR|XDR|ConnectX(?:-\d)?|mlx5_?\w*|EFA|GPUDirect|GDR|HCA)\b", re.I)
+_CONTAINER_SAID = re.compile(r"\b(?:docker|container|podman|kubernetes|k8s|pod|enroot|pyxis|singularity|apptainer)s?\b",
+                             re.I)
+_RDMA_TABLES = ("IbPort", "DevNetMap", "Mlx5Event", "GidEntry", "PortCounter", "FabricNode")
+
+
+def _rdma_expected(ctx: Context) -> bool:
+    """Whether anything shows RDMA hardware the job could have used: an HCA port or RDMA device in any capture, a
+    communication setting of NCCL's IB transport (or one that turns it off), the report naming InfiniBand/RoCE/an
+    HCA, or a container (which hides the host's HCAs unless they are passed in). Sockets are a fallback only where
+    there was something to fall back from."""
+    if any(not ctx.frame(t).empty for t in _RDMA_TABLES):
+        return True
+    init = ctx.frame("NcclNetInit")
+    if not init.empty and (init["net"].astype(str) == "IB").any():
+        return True
+    env = ctx.frame("EnvSetting")
+    if not env.empty:
+        names = env["name"].astype(str)
+        if (names.str.startswith("NCCL_IB_") & ~names.isin(["NCCL_IB_DISABLE"])).any() or \
+                names.isin(["NCCL_IB_DISABLE", "NCCL_NET"]).any():
+            return True  # IB settings, or the transport turned off on purpose: the setting is the question
+    hits = ctx.frame("MessageHit")
+    if not hits.empty and hits["kind"].astype(str).str.startswith("container_").any():
+        return True  # inside a container, an HCA the host has is hidden unless passed in: absence shows nothing
+    sym = symptom_rows(ctx)
+    if sym.empty:
+        return False
+    text = sym["text"].astype(str)
+    return bool(text.str.contains(_RDMA_SAID).any() or text.str.contains(_CONTAINER_SAID).any())
+
+
 def _one_host(hosts: pd.Series) -> str | None:
     hs = sorted(set(hosts.dropna().astype(str).tolist()))
     return hs[0] if len(hs) == 1 else None
@@ -189,6 +223,13 @@ def network_choice(ctx: Context) -> list[Finding]:
             sock, Location(host=hosts[0] if len(hosts) == 1 else None),
             {"hosts": len(hosts), "channels": n_channels},
         ))
+        if not ib and not _rdma_expected(ctx):
+            out.append(rows_finding(
+                "socket_only_network",
+                "Nothing in the bundle or the report shows an RDMA NIC (no HCA port, no NET/IB line on any host, no "
+                "NCCL_IB_ setting, no InfiniBand/RoCE named): TCP may be all this cluster has, not a fallback.",
+                sock, Location(host=hosts[0] if len(hosts) == 1 else None), {"hosts": len(hosts)},
+            ))
     if ib:
         hosts = part_hosts(ib)
         gdr = bool(ch["gdr"][net].any()) if net.any() else False
