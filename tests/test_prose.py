@@ -81,3 +81,17 @@ def test_an_allocation_failure_at_init_makes_the_memlock_limit_a_suspect() -> No
     assert "init_failure" in {s.kind for s in ev.symptoms}
     assert "context_alloc_failure" in {f.kind for f in ev.findings}
     assert "context_alloc_failure" not in {f.kind for f in gather([], "MPI_Init hangs on 4 nodes").findings}
+
+
+@pytest.mark.parametrize(("text", "kinds"), [
+    ("all_reduce is slow, links look clean, no link errors", ["collective_slow"]),
+    ("training hangs; no Xid in dmesg", ["collective_timeout"]),
+    ("it does not crash but hangs", ["collective_timeout"]),
+    ("no hang, but busbw is 40 GB/s", ["collective_slow"]),
+    ("never any symbol errors, yet the link flaps", ["link_errors"]),
+    ("the job segfaults without a timeout", ["process_crash"]),
+])
+def test_a_denied_mention_is_no_symptom_and_a_clause_turn_ends_the_denial(text: str, kinds: list[str]) -> None:
+    from diagnose.symptoms import classify
+
+    assert classify(text) == kinds

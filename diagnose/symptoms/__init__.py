@@ -32,8 +32,26 @@ class FreeText(Record):
     """One line the reporter wrote: of the symptom text (file ``<symptom>``) or a sentence in a bundle file."""
 
 
+# a negation earlier in the same clause ("no link errors", "without a crash", "there are no Xids") denies the mention;
+# a clause ends at punctuation or a turn ("does not crash but hangs": the hang stands)
+_NEGATION = re.compile(r"\b(?:no|not|without|never|none|zero)\b|n't\b", re.I)
+_CLAUSE_END = re.compile(r"[.,;:!?()\[\]]|\b(?:but|while|whereas|although|though|however|yet|then)\b", re.I)
+_NEGATION_REACH = 40  # characters before a mention that a negation reaches
+
+
+def _asserted(pat: re.Pattern[str], text: str) -> bool:
+    """Whether ``text`` states the mention ``pat`` finds at least once without denying it."""
+    for m in pat.finditer(text):
+        before = text[max(0, m.start() - _NEGATION_REACH):m.start()]
+        ends = list(_CLAUSE_END.finditer(before))
+        clause = before[ends[-1].end():] if ends else before
+        if not _NEGATION.search(clause):
+            return True
+    return False
+
+
 def classify(text: str) -> list[str]:
-    return [kind for kind, pat in _KINDS if pat.search(text)]
+    return [kind for kind, pat in _KINDS if _asserted(pat, text)]
 
 
 def from_text(text: str, source: str = "cli") -> list[Symptom]:
