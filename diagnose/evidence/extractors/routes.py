@@ -1,0 +1,80 @@
+"""Routing tables: how a leaf's linear forwarding table (``ibroute`` / ``dump_lfts.sh``) spreads the remote hosts
+over its uplinks.
+
+A leaf reaches every other switch's LID through an uplink, and each remote host's LIDs through one uplink the SM
+chose. With balanced up/down routing (OpenSM's updn/ftree, rdma-core ``check_lft_balance.pl``) each of the N uplinks
+carries about 1/N of the remote destinations; a table that sends several times its share through one uplink puts
+that share of the job's traffic on one cable while its siblings idle, with no error counter anywhere. Uplinks are the
+ports through which the table routes some switch LID; a leaf is a switch with a port that leads to exactly one host
+(a spine's ports all lead to leaves, whose host counts may differ legitimately, so spines are not judged).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from diagnose.evidence.context import Context, finding
+from diagnose.evidence.extractors import extractor
+from diagnose.models.diagnosis import Finding, Location
+
+MIN_DESTS_PER_UPLINK = 2  # fewer remote destinations than this per uplink cannot be spread evenly anyway
+
+
+def _short(name: object, guid: object) -> str:
+    """``MF0;leaf01:MQM8700/U1`` -> ``leaf01`` (the name the fabric model gives a switch); the GUID without one."""
+    text = str(name or "").strip()
+    if text:
+        part = text.split(";", 1)[1] if ";" in text else text
+        return part.split(":", 1)[0].strip() or text
+    return str(guid)
+
+
+@extractor
+def lft_balance(ctx: Context) -> list[Finding]:
+    lft = ctx.frame("LftEntry")
+    if lft.empty:
+        return []
+    out: list[Finding] = []
+    worst: float = 0.0
+    judged = 0
+    for guid, rows in lft.groupby("switch_guid", sort=True):
+        rows = rows[rows["out_port"] > 0]
+        kinds = rows["dest_kind"].astype(str)
+        up = sorted({int(p) for p in rows.loc[kinds == "SW", "out_port"]})
+        ca = rows[kinds == "CA"]
+        if len(up) < 2 or ca.empty:
+            continue
+        hosts_per_port = ca.groupby("out_port")["dest_guid"].nunique()
+        down = [int(p) for p, n in hosts_per_port.items() if n == 1 and int(p) not in up]
+        if not down:
+            continue  # not a leaf: no port leads to exactly one host
+        remote = ca[ca["out_port"].isin(up)]
+        counts = remote.groupby("out_port").size().reindex(up, fill_value=0)
+        total = int(counts.sum())
+        if total < MIN_DESTS_PER_UPLINK * len(up):
+            continue
+        judged += 1
+        mean = total / len(up)
+        port = int(counts.idxmax())
+        imbalance = round(float(counts.max()) / mean, 3)
+        worst = max(worst, imbalance)
+        name = _short(rows["switch_name"].dropna().iloc[0] if rows["switch_name"].notna().any() else None, guid)
+        if imbalance < 1.5:
+            continue
+        hot = remote[remote["out_port"] == port]
+        out.append(finding(
+            "lft_uplink_imbalance",
+            f"{name}'s forwarding table sends {int(counts.max())} of its {total} remote host LIDs through uplink "
+            f"port {port} ({imbalance:.1f}x the even share of {mean:.1f} over {len(up)} uplinks: "
+            + ", ".join(f"P{p} {int(n)}" for p, n in counts.items()) + ").",
+            pd.concat([rows.head(1), hot.head(3)]), Location(device=name, port=port),
+            {"switch": name, "port": port, "uplinks": len(up), "dests": total, "imbalance": imbalance,
+             "max_share": round(float(counts.max()) / total, 3)},
+        ))
+    if judged and not out:
+        out.append(finding(
+            "lft_uplinks_balanced",
+            f"The forwarding tables of {judged} leaf switch(es) spread their remote hosts evenly over their uplinks "
+            f"(at most {worst:.1f}x the even share).",
+            lft.head(1), attrs={"switches": judged, "max_imbalance": worst}))
+    return out
