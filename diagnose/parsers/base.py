@@ -18,9 +18,10 @@ A parser module exposes three names and no I/O:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Protocol
 
-from diagnose.models.records import ParseResult
+from diagnose.models.records import ParseResult, Record
 
 SNIFF_THRESHOLD = 40
 
@@ -50,3 +51,18 @@ def score_by_hits(hits: int, strong: int = 3) -> int:
     if hits >= strong:
         return 90
     return 50 + 15 * hits
+
+
+ParseBody = Callable[[str, str, "str | None", list[Record], list[str]], None]
+
+
+def guarded_parse(fmt: str, body: ParseBody, text: str, source: str, host: str | None) -> ParseResult:
+    """Run a parser's ``body(text, source, host, records, problems)`` so that it never raises: an exception is a
+    problem of the result (``parser error: <type>: <message>``) and the records read before it are kept."""
+    records: list[Record] = []
+    problems: list[str] = []
+    try:
+        body(text, source, host, records, problems)
+    except Exception as exc:  # noqa: BLE001 - a parser reports, never raises
+        problems.append(f"parser error: {type(exc).__name__}: {exc}")
+    return ParseResult(format=fmt, records=records, problems=problems)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._gpu import DcgmResult, shell_line
 from diagnose.parsers._ib import ToolError, iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "dcgmi"
 MIXABLE = True  # captured inside job stdout / prolog logs next to NCCL and PyTorch lines
@@ -161,13 +162,7 @@ def _chunk(info: str) -> str:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # noqa: BLE001 - a parser never raises
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 class _State:

@@ -52,6 +52,7 @@ from diagnose.parsers._fabric import (
     speed_name,
 )
 from diagnose.parsers._ib import iter_lines, norm_guid, norm_phys_state, norm_state
+from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "ibdiagnet_db_csv"
@@ -216,13 +217,7 @@ def _counter_column(name: str) -> tuple[str, bool] | None:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 @dataclass

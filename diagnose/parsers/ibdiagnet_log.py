@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import ToolMessage
 from diagnose.parsers._ib import iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibdiagnet_log"
 TOOL = "ibdiagnet"
@@ -76,13 +77,7 @@ class _Msg:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -41,6 +41,7 @@ from diagnose.parsers._fabric import (
     parse_remote_text,
 )
 from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
+from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "ibqueryerrors"
@@ -92,13 +93,7 @@ class _PortLine:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import LftEntry, norm_node_type
 from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibroute"
 
@@ -75,13 +76,7 @@ class _Block:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _close(block: _Block | None, problems: list[str]) -> None:

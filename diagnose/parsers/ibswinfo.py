@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import SwitchInfo
 from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibswinfo"
 
@@ -73,13 +74,7 @@ class _Row:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -31,6 +31,7 @@ from diagnose.hostlist import HostlistError, expand_hostlist
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._ib import iter_lines, prompt
 from diagnose.parsers._job import LaunchSpec
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "launch"
 STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
@@ -772,13 +773,7 @@ def _to_record(spec: _Spec, source: str, line: int, text: str, host: str | None)
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - never raise: keep what was parsed
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -59,6 +59,7 @@ from typing import Any
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._ib import iter_lines
 from diagnose.parsers._job import RasRank, RasSummary, norm_comm_hash
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "nccl_ras"
 MIXABLE = True
@@ -395,13 +396,7 @@ def _op_status(e: _Entry, base: str) -> str:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - never raise: keep what was parsed
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -40,6 +40,7 @@ from xml.parsers import expat
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._gpu import NcclTopoNode
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "nccl_topo_xml"
 
@@ -72,13 +73,7 @@ class _Reject(Exception):
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # noqa: BLE001 - a parser never raises
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -25,6 +25,7 @@ import re
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._gpu import GpuSummary, lead_float, lead_int, na, norm_pci, shell_line, smi_error
 from diagnose.parsers._ib import ToolError, iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "nvidia_smi"
 MIXABLE = True  # captured inside job stdout / prolog logs next to NCCL and PyTorch lines
@@ -86,13 +87,7 @@ def _err(value: str | None) -> bool:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # noqa: BLE001 - a parser never raises
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

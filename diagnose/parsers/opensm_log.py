@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import SmEvent
 from diagnose.parsers._ib import iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "opensm_log"
 STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
@@ -82,13 +83,7 @@ class _Event:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _classify(message: str, level: str | None) -> tuple[str, str | None] | None:

@@ -31,6 +31,7 @@ from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
 from diagnose.parsers._ib import iter_lines
 from diagnose.parsers._pkeys import KEY_MASK, PartitionMember
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "opensm_partitions"
 GROUPS = ("ALL", "ALL_CAS", "ALL_SWITCHES", "ALL_ROUTERS", "SELF")
@@ -55,13 +56,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 @dataclass

@@ -56,6 +56,7 @@ from diagnose.models.records import ParseResult, Record, clip
 # the node_exporter metric tables and label helpers, shared with the text-exposition parser
 from diagnose.parsers._host import RdmaHwCounter
 from diagnose.parsers._ib import IbPort
+from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.node_exporter import _HW, _LEGACY, _PHYS_IDS, _PREFIX, _STATE_IDS, _host_of, _number, in_words
 from diagnose.parsers.perfquery import PortCounter
 
@@ -81,13 +82,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # noqa: BLE001 - a parser never raises on any text
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 # ------------------------------------------------------------------------------------------------ writing

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import DevNetMap, shell_prompt
 from diagnose.parsers._ib import GidEntry, iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "show_gids"
 
@@ -100,13 +101,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # noqa: BLE001 - a parser reports, never raises
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 @dataclass

@@ -40,6 +40,7 @@ from diagnose.hostlist import HostlistError, expand_hostlist
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._ib import iter_lines, prompt
 from diagnose.parsers._job import JobInfo, NodeInfo
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "slurm"
 
@@ -431,13 +432,7 @@ def _job_from_row(
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - never raise: keep what was parsed
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -18,6 +18,7 @@ import re
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import SmInfo, norm_sm_state
 from diagnose.parsers._ib import ToolError, iter_lines, norm_guid, prompt, to_int, tool_error
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "sminfo"
 
@@ -41,13 +42,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

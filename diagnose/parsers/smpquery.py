@@ -47,6 +47,7 @@ from diagnose.parsers._ib import (
     to_int,
     tool_error,
 )
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "smpquery"
 
@@ -126,13 +127,7 @@ class _Dump:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

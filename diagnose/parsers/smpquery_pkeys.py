@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
 from diagnose.parsers._pkeys import FULL_BIT, PkeyEntry
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "smpquery_pkeys"
 MIXABLE = True
@@ -56,13 +57,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - defensive
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 @dataclass
