@@ -145,7 +145,8 @@ class Fabric:
         }
 
 
-def _sw_name(desc: str | None, guid: str) -> str:
+def switch_name(desc: str | None, guid: str) -> str:
+    """A switch's short name from its node description (``MF0;leaf07:MQM9700/U1`` -> ``leaf07``), else its GUID."""
     if not desc:
         return guid
     m = _SW_NAME.match(desc.strip())
@@ -289,7 +290,7 @@ def _build_fabric(frames: dict[str, pd.DataFrame], links: pd.DataFrame) -> Fabri
                 if hd[0] and hd[1]:
                     by_host_dev[hd] = guid
         else:
-            d = {"type": ntype, "desc": desc, "lid": lid, "name": _sw_name(desc, guid)}
+            d = {"type": ntype, "desc": desc, "lid": lid, "name": switch_name(desc, guid)}
         if hops[c] >= 0:
             d["tier"] = hops[c]
         attrs[guid] = d

@@ -16,17 +16,9 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding, Location
+from diagnose.topology.fabric import switch_name
 
 MIN_DESTS_PER_UPLINK = 2  # fewer remote destinations than this per uplink cannot be spread evenly anyway
-
-
-def _short(name: object, guid: object) -> str:
-    """``MF0;leaf01:MQM8700/U1`` -> ``leaf01`` (the name the fabric model gives a switch); the GUID without one."""
-    text = str(name or "").strip()
-    if text:
-        part = text.split(";", 1)[1] if ";" in text else text
-        return part.split(":", 1)[0].strip() or text
-    return str(guid)
 
 
 @extractor
@@ -58,7 +50,8 @@ def lft_balance(ctx: Context) -> list[Finding]:
         port = int(counts.idxmax())
         imbalance = round(float(counts.max()) / mean, 3)
         worst = max(worst, imbalance)
-        name = _short(rows["switch_name"].dropna().iloc[0] if rows["switch_name"].notna().any() else None, guid)
+        described = rows["switch_name"].dropna()
+        name = switch_name(str(described.iloc[0]) if not described.empty else None, str(guid))
         if imbalance < 1.5:
             continue
         hot = remote[remote["out_port"] == port]
