@@ -186,6 +186,15 @@ def _one_host_job(ctx: Context) -> pd.DataFrame | None:
     return None
 
 
+def fact_patterns(kind: str, **attrs: object) -> list[re.Pattern[str]]:
+    """The patterns that make the report state ``kind`` (``context_fabric``, ``context_container``...) with these
+    attributes (a tuple of values: any of them)."""
+    def fits(a: dict[str, object]) -> bool:
+        return all(a.get(k) in (v if isinstance(v, tuple) else (v,)) for k, v in attrs.items())
+
+    return [rx for k, a, rx in FACTS if k == kind and fits(a)]
+
+
 def symptom_rows(ctx: Context) -> pd.DataFrame:
     """The reporter's lines: the symptom text first, then the sentences written into the bundle's files (a
     ``report.txt``, the words around a paste), each file in line order (an empty frame with FreeText's columns

@@ -10,7 +10,7 @@ import pandas as pd
 
 from diagnose.evidence.context import MAX_REFS, Context, finding, hosts_label, primary, refs
 from diagnose.evidence.extractors import extractor
-from diagnose.evidence.extractors.context import symptom_rows
+from diagnose.evidence.extractors.context import fact_patterns, symptom_rows
 from diagnose.models.diagnosis import Finding, Location
 
 _VIRTUAL_IF = re.compile(r"^(docker\d*|virbr\d*|veth\w*|lo|br-\w+|cni\d*|flannel[\w.]*|podman\d*)$")
@@ -148,10 +148,8 @@ def _net_lines(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return got  # type: ignore[return-value]
 
 
-_RDMA_SAID = re.compile(
-    r"\b(?:InfiniBand|IB|RoCE(?:v2)?|RDMA|HDR|NDR|EDR|FDR|XDR|ConnectX(?:-\d)?|mlx5_?\w*|EFA|GPUDirect|GDR|HCA)\b", re.I)
-_CONTAINER_SAID = re.compile(r"\b(?:docker|container|podman|kubernetes|k8s|pod|enroot|pyxis|singularity|apptainer)s?\b",
-                             re.I)
+# beyond the fabric and container facts the context extractor reads off the report: the NIC or RDMA itself named
+_HCA_SAID = re.compile(r"\b(?:RDMA|ConnectX(?:-\d)?|mlx5_?\w*|GPUDirect|GDR|HCA)\b", re.I)
 _RDMA_TABLES = ("IbPort", "DevNetMap", "Mlx5Event", "GidEntry", "PortCounter", "FabricNode")
 
 
@@ -178,7 +176,8 @@ def _rdma_expected(ctx: Context) -> bool:
     if sym.empty:
         return False
     text = sym["text"].astype(str)
-    return bool(text.str.contains(_RDMA_SAID).any() or text.str.contains(_CONTAINER_SAID).any())
+    said = [_HCA_SAID, *fact_patterns("context_fabric", fabric=("ib", "roce", "efa")), *fact_patterns("context_container")]
+    return any(bool(text.str.contains(rx).any()) for rx in said)
 
 
 def _one_host(hosts: pd.Series) -> str | None:
