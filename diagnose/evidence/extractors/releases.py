@@ -63,10 +63,7 @@ def sightings(ctx: Context) -> pd.DataFrame:
         parts.append(hits.assign(component=[str(a.get("component") or "") for a in attrs],
                                  version=[str(a.get("version") or "") for a in attrs])[_COLS])
     said = _stated(symptom_rows(ctx))
-    env = ctx.frame("EnvSetting")
-    if not env.empty:
-        said += _stated(env.assign(text=env["name"].astype(str) + "=" + env["value"].astype(str))
-                        if "text" not in env else env)
+    said += _stated(ctx.frame("EnvSetting"))  # the lines that set them: an LD_PRELOAD=/opt/nccl2.19.1/... path
     if said:
         parts.append(pd.DataFrame(said, columns=_COLS))
     if not parts:
