@@ -203,7 +203,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 problems.append(f"line {pending[0]}: GPU row without its second line")
                 pending = None
             else:
-                if cells[0].strip().startswith("=") or set(stripped) <= set("|=+-"):
+                if not cells or cells[0].strip().startswith("=") or set(stripped) <= set("|=+-"):
                     continue
                 emit(pending, cells)
                 pending = None

@@ -220,3 +220,11 @@ def test_nvidia_smi_q_crlf_and_error_line() -> None:
     assert crlf.problems == [] and infos(crlf)[0].remap_pending is True
     err = nvidia_smi_q.parse("Unable to determine the device handle for GPU0000:07:00.0: Unknown Error\n", "q")
     assert [type(r).__name__ for r in err.records] == ["ToolError"]
+
+
+def test_a_gpu_row_cut_to_a_bare_bar_is_a_truncation_not_a_parser_error() -> None:
+    from diagnose.parsers import nvidia_smi as smi
+
+    res = smi.parse("|   0  NVIDIA GeForce ...  Off  | 00000000:01:00.0 Off |                    0 |\n|", "f.txt", host="h")
+    assert res.problems == ["truncated: GPU 0 row ends early"]
+    assert len(res.records) == 1
