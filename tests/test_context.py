@@ -116,3 +116,29 @@ def test_other_system_calls_in_play_on_one_host_keep_the_differential_open(tmp_p
     (tmp_path / "cmd.txt").unlink()
     (tmp_path / "nccl.log").write_text("h1:648288:648307 [1] NCCL INFO Loading topology file /opt/vendor/topo.xml\n")
     assert "nccl_system_error_single_node" not in {f.kind for f in gather([tmp_path], symptom).findings}
+
+
+def test_a_passing_perftest_is_read_and_a_failing_one_is_not() -> None:
+    assert "context_perftest_ok" in _kinds("collectives time out, but I tested with ib_write_bw and it worked fine")
+    assert "context_perftest_ok" in _kinds("ib_read_bw between the same NICs reaches the full line rate")
+    assert "context_perftest_ok" not in _kinds("ib_write_bw does not work either between the two hosts")
+    assert "context_perftest_ok" not in _kinds("ib_send_bw fails with retry exceeded")
+
+
+def test_a_change_to_the_switches_dates_the_failure() -> None:
+    assert "context_fabric_change" in _kinds("after the switch ports were reconfigured to 25 Gbps the job times out")
+    assert "context_fabric_change" in _kinds("hangs since we upgraded the switch firmware")
+    assert "context_fabric_change" not in _kinds("after a reboot of the node the job hangs")
+    assert "context_fabric_change" not in _kinds("after upgrading NCCL to 2.20 the job hangs")
+
+
+def test_error_12_on_a_reported_roce_fabric_with_a_pinned_gid_weighs_the_pin(tmp_path) -> None:
+    # no NCCL device list, no port dump: the report says RoCE, the launch line pins the GID index
+    (tmp_path / "cmd.txt").write_text("mpirun -np 8 -x NCCL_IB_GID_INDEX=3 -x NCCL_DEBUG=INFO ./all_reduce_perf -g 1\n")
+    (tmp_path / "nccl.log").write_text(
+        "g1:36849:36850 [0] transport/net_ib.cc:840 NCCL WARN NET/IB : Got completion with error 12, opcode 32736,"
+        " len 32736, vendor err 129\n")
+    ev = gather([tmp_path], "all_reduce_perf over RoCE times out")
+    kinds = {f.kind: f.attrs for f in ev.findings}
+    assert kinds["gid_index_set"]["value"] == "3"
+    assert kinds["ib_completion_error"]["roce"] is True

@@ -162,3 +162,17 @@ def test_a_pinned_index_that_fits_every_table_does_not_exercise_the_sparse_table
     assert "gid_auto_choice" not in got
     auto = run(tmp_path, symptom="RoCE job, NCCL 2.23.4, NCCL_IB_GID_INDEX=-1")
     assert "gid_index_ok" not in auto and [f.attrs["routable"] for f in auto["gid_auto_choice"]] == [True]
+
+
+def test_a_link_local_gid_whose_packets_reached_the_peer_is_not_the_unroutable_kind(tmp_path) -> None:
+    from diagnose.pipeline import gather
+
+    line = ("srv-2:94639:94652 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 192.168.1.2<57888>"
+            " with status={st} opcode=1 len=0 vendor err 249 (Recv) localGid fe80::e61d:2dff:fef2:9c94"
+            " remoteGidsfe80::e61d:2dff:fef2:9fa0\n")
+    (tmp_path / "nccl.log").write_text(line.format(st=5))
+    ll = [f.attrs for f in gather([tmp_path], "RoCE job fails").findings if f.kind == "roce_link_local_gid"]
+    assert [a["unreachable"] for a in ll] == [False]
+    (tmp_path / "nccl.log").write_text(line.format(st=12))
+    ll = [f.attrs for f in gather([tmp_path], "RoCE job fails").findings if f.kind == "roce_link_local_gid"]
+    assert [a["unreachable"] for a in ll] == [True]

@@ -95,3 +95,50 @@ def test_a_failure_the_defect_does_not_show_as_is_weighed_apart(tmp_path: Path) 
 def test_nccl_tests_versions_are_not_nccl_versions(tmp_path: Path) -> None:
     (tmp_path / "out.txt").write_text("# nccl-tests 2.19.1 built from source\nran nccl_tests 2.19.3 as well\n")
     assert _known(tmp_path, "alltoall hangs at init on 16 nodes") == []
+
+
+def test_an_open_range_covers_every_later_release() -> None:
+    e = _entry(**{"from": "2.20.0", "before": None})
+    assert e.covers("2.20.3") and e.covers("2.30.1") and e.covers("3.0")
+    assert not e.covers("2.19.3")
+
+
+def _exposing(tmp_path: Path, symptom: str) -> list[dict[str, object]]:
+    ev = gather([tmp_path], symptom)
+    return [f.attrs for f in ev.findings if f.kind == "release_exposes_fault"]
+
+
+MTU_EVENT = ("srv-2:94639:94647 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async event : "
+             "local access violation work queue error\n")
+
+
+def test_a_release_that_exposes_a_misconfiguration_points_at_that_cause_when_its_messages_show(tmp_path: Path) -> None:
+    (tmp_path / "nccl.log").write_text("srv-2:94639:94639 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n" + MTU_EVENT)
+    hits = _exposing(tmp_path, "nccl-tests between two RoCE servers hang")
+    assert [(h["cause"], h["fails_match"]) for h in hits] == [("mtu.mismatch", True)]
+    # it is not a known-bad release: the fix is the configuration, not the version
+    assert _known(tmp_path, "nccl-tests between two RoCE servers hang") == []
+    d = triage([tmp_path], "nccl-tests between two RoCE servers hang")
+    assert d.causes[0].id == "mtu.mismatch"
+
+
+def test_the_same_release_without_the_defects_messages_is_no_match(tmp_path: Path) -> None:
+    (tmp_path / "nccl.log").write_text("srv-2:94639:94639 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
+    hits = _exposing(tmp_path, "nccl-tests between two RoCE servers hang")
+    assert [(h["cause"], h["fails_match"]) for h in hits] == [("mtu.mismatch", False)]
+    d = triage([tmp_path], "nccl-tests between two RoCE servers hang")
+    assert all(c.id != "mtu.mismatch" for c in d.causes[:1])
+
+
+def test_lint_rejects_an_entry_that_exposes_no_known_cause(tmp_path: Path) -> None:
+    from diagnose.catalog.lint import lint
+
+    root = Path(__file__).resolve().parents[1]
+    import shutil
+
+    shutil.copytree(root / "rules", tmp_path / "rules")
+    with (tmp_path / "rules" / "_releases" / "nccl.yaml").open("a") as fh:
+        fh.write("  - {id: nccl.ghost, component: nccl, from: '2.9.0', fails_as: [collective_timeout],"
+                 " exposes: mtu.ghost, says: 'exposes a cause nobody defined', source: 'https://example.org/g'}\n")
+    problems = [str(p) for p in lint(tmp_path)]
+    assert any("nccl.ghost" in p and "mtu.ghost" in p for p in problems), problems

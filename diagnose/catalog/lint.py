@@ -43,14 +43,19 @@ def _message_problems(root: Path | None, cat: object) -> list[CatalogError]:
     return out
 
 
-def _release_problems(root: Path | None) -> list[CatalogError]:
-    """The known-bad release table: its load errors (schema, ranges, symptom kinds)."""
+def _release_problems(root: Path | None, rule_ids: set[str]) -> list[CatalogError]:
+    """The known-bad release table: its load errors (schema, ranges, symptom kinds) and causes it names that no
+    rule of the catalog is."""
     from diagnose.catalog.releases import load_releases
 
+    table = load_releases(root)
     out = []
-    for err in load_releases(root).errors:
+    for err in table.errors:
         f, _, rest = err.partition(": ")
         out.append(CatalogError(f, 0, rest))
+    for e in table.entries:
+        if e.exposes is not None and e.exposes not in rule_ids:
+            out.append(CatalogError(f"rules/_releases ({e.id})", 0, f"exposes '{e.exposes}', which is no rule's id"))
     return out
 
 
@@ -73,7 +78,7 @@ def lint(root: Path | None = None) -> list[CatalogError]:
                 if not (d / "README.md").is_file():
                     problems.append(CatalogError(d.relative_to(cat.root).as_posix(), 0, "fixture lacks README.md"))
     problems += _message_problems(root, cat)
-    problems += _release_problems(root)
+    problems += _release_problems(root, set(cat.rules))
     if len(cat.rules) != PINNED_RULE_COUNT:
         problems.append(CatalogError("rules", 0, f"{len(cat.rules)} rules, but the pinned count is {PINNED_RULE_COUNT}"))
     return sorted(set(problems), key=lambda e: (e.file, e.line, e.message))

@@ -42,11 +42,19 @@ class KnownRelease(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
     component: str = Field(pattern=r"^[a-z0-9_-]+$")
     from_: str = Field(alias="from", description="first affected release (inclusive)")
-    before: str = Field(description="first release not affected (exclusive)")
+    before: str | None = Field(default=None, description=(
+        "first release not affected (exclusive); absent while no release has fixed it (as of the source)"))
     fails_as: list[str] = Field(min_length=1)
     avoided_by: dict[str, str] = Field(default_factory=dict, description=(
         "environment settings each of which avoids the defect (a job that sets one is not affected)"))
     fixed_in: str | None = None
+    shows_as: list[str] = Field(default_factory=list, description=(
+        "phrases of the failure's own messages (case-insensitive, in any line a catalog message matched): when"
+        " given, the failure matches the defect only if one of them is in the evidence"))
+    exposes: str | None = Field(default=None, pattern=r"^[a-z0-9_]+\.[a-z0-9_]+$", description=(
+        "a cause id (docs/taxonomy) when the release changed behaviour so that a latent misconfiguration now fails:"
+        " the fix is that configuration, not the version (NCCL 2.20 stopped clamping the QP MTU to the smaller of"
+        " the two ends, so hosts with different MTUs fail)"))
     says: str = Field(min_length=16, description="one sentence: the defect and how it shows")
     workaround: str | None = None
     source: str = Field(min_length=12, description="release notes or the maintainers' word (a URL)")
@@ -68,7 +76,7 @@ class KnownRelease(BaseModel):
 
     @model_validator(mode="after")
     def _range(self) -> KnownRelease:
-        if vtuple(self.from_) >= vtuple(self.before):
+        if self.before is not None and vtuple(self.from_) >= vtuple(self.before):
             raise ValueError(f"empty range: from {self.from_} is not before {self.before}")
         return self
 
@@ -78,7 +86,8 @@ class KnownRelease(BaseModel):
         v = vtuple(version)
         if not v:
             return False
-        lo, hi = vtuple(self.from_), vtuple(self.before)
+        lo = vtuple(self.from_)
+        hi = vtuple(self.before) if self.before is not None else (1 << 30,)
         if len(v) == 2 or version.strip().lower().endswith(".x"):
             series_lo, series_hi = v[:2] + (0,), (v[0], v[1] + 1, 0)
             return _pad(lo) <= _pad(series_lo) and _pad(series_hi) <= _pad(hi)

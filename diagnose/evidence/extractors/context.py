@@ -94,6 +94,20 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_wrong_results", {}, re.compile(
         r"\bNaNs?\b(?! (?:check|detect))|\b(?:garbage|wrong|incorrect|corrupt\w*) (?:values?|results?|data|outputs?|gradients?|tensors?)"
         r"|(?:yields?|returns?|gives?|contains?|produces?) (?:all )?zeros|silent(?:ly)? (?:data )?corrupt\w*|gradients differ", _I)),
+    # the reporter's own RDMA test between the same hosts passes: the ports, cables and the path carry RDMA traffic
+    # (one or two queue pairs at a time: what fails then is what a collective adds, many QPs, larger messages, load)
+    ("context_perftest_ok", {}, re.compile(
+        r"\b(?:ib_(?:write|read|send)_(?:bw|lat)|perftest|rping|ibv_rc_pingpong)\b(?:(?!\bnot\b|n't\b|\bfail)[^.;]){0,60}?"
+        r"\b(?:works?|worked|working|runs? fine|ran fine|passe[sd]|succeed\w*|(?:is|was|are) fine|(?:is|was|are) ok"
+        r"|(?:gets?|got|shows?|reach\w*) (?:the )?(?:full|line|expected))", _I)),
+    # the report dates the failure from a change to the switches or the fabric: their MTU, PFC/QoS and partition
+    # settings are what such a change touches
+    ("context_fabric_change", {}, re.compile(
+        r"\b(?:after|since|when) (?:we |they |I |the |an? |our )?(?:\w+ ){0,3}?(?:switch|fabric|network)(?:es)?"
+        r"(?: ports?| config\w*| firmware| settings?)? (?:were |was |got |had been |have been |has been )?"
+        r"(?:re-?configur|chang|updat|upgrad|replac|modif|re-?cabl|limit|reset)\w*"
+        r"|\b(?:after|since) (?:we |they |I )?(?:re-?configur|chang|updat|upgrad|replac|modif)\w* (?:the |our |a )?"
+        r"(?:\w+ )?switch(?:es)?\b", _I)),
     ("context_slow", {}, re.compile(
         r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),

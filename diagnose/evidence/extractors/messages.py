@@ -44,7 +44,7 @@ def known_messages(ctx: Context) -> list[Finding]:
     if hits.empty:
         return []
     says = {e.id: e.says for e in default_messages().entries}
-    roce = _roce(ctx)
+    roce = roce_fabric(ctx)
     out: list[Finding] = []
     hits = hits.sort_values(["source", "line"], kind="stable")
     host_key = hits["host"].fillna("")
@@ -82,7 +82,7 @@ def hit_frame(ctx: Context, kind: str) -> pd.DataFrame:
 _TRANSPORT_KINDS = frozenset({"ib_completion_error", "qp_modify_failed", "qp_setup_failed"})
 
 
-def _roce(ctx: Context) -> bool:
+def roce_fabric(ctx: Context) -> bool:
     """The fabric is RoCE: an HCA port with an Ethernet link layer, NCCL's own RoCE device list, or the report."""
     ports = ctx.frame("IbPort")
     if not ports.empty and "link_layer" in ports and (ports["link_layer"] == "Ethernet").any():

@@ -11,6 +11,7 @@ import pandas as pd
 from diagnose.evidence.context import MAX_REFS, Context, finding, hosts_label, primary, refs
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.context import fact_patterns, symptom_rows
+from diagnose.evidence.extractors.messages import roce_fabric
 from diagnose.models.diagnosis import Finding, Location
 
 _VIRTUAL_IF = re.compile(r"^(docker\d*|virbr\d*|veth\w*|lo|br-\w+|cni\d*|flannel[\w.]*|podman\d*)$")
@@ -333,6 +334,8 @@ _STATUS = {
     "5": "IBV_WC_WR_FLUSH_ERR (queue pair already in error)",
     "4": "IBV_WC_LOC_PROT_ERR (local protection error)",
     "10": "IBV_WC_REM_ACCESS_ERR (remote access error)",
+    "9": "IBV_WC_REM_INV_REQ_ERR (remote invalid request)",
+    "1": "IBV_WC_LOC_LEN_ERR (local length error)",
 }
 
 
@@ -350,9 +353,14 @@ def ib_completion_errors(ctx: Context) -> list[Finding]:
     for col in ("st", "peer", "hca", "lgid"):
         hit[col] = ext.loc[hit.index, col]
     link_layer = _host_link_layers(ctx)
+    said_roce: bool | None = None
     out = []
     for (host, hca, status), grp in hit.groupby([hit["host"].fillna(""), hit["hca"].fillna(""), "st"], sort=True):
         ll = link_layer.get(host) or link_layer.get("*")
+        if ll is None:  # no device list or port dump for this host: the report may say the fabric is RoCE
+            if said_roce is None:
+                said_roce = roce_fabric(ctx)
+            ll = "RoCE" if said_roce else None
         peers = sorted({str(p) for p in grp["peer"].dropna()})
         out.append(finding(
             "ib_completion_error",
@@ -364,11 +372,16 @@ def ib_completion_errors(ctx: Context) -> list[Finding]:
         ))
     ll_hits = hit[hit["lgid"].fillna("").str.lower().str.startswith("fe80")]
     if not ll_hits.empty:
+        # an unroutable GID loses every packet, so the requester runs out of retries (error 12, 13 for RNR); any
+        # other status (a flush after the peer's error, a length or access error) means the packets reached the peer
+        unreachable = bool(ll_hits["st"].astype(str).isin(["12", "13"]).any())
         out.append(finding(
             "roce_link_local_gid",
             f"{len(ll_hits)} failed completion(s) name a link-local local GID ({ll_hits['lgid'].iloc[0]}): the queue pairs"
-            " use the RoCE v1 / IPv6 link-local GID, which does not route between subnets.",
-            ll_hits, Location(host=_one_host(ll_hits["host"])), {"lines": len(ll_hits)},
+            " use the RoCE v1 / IPv6 link-local GID, which does not route between subnets"
+            + ("." if unreachable else
+               ", but none of them ran out of retries (error 12): the packets reached the peer."),
+            ll_hits, Location(host=_one_host(ll_hits["host"])), {"lines": len(ll_hits), "unreachable": unreachable},
         ))
     return out
 
@@ -442,7 +455,11 @@ def roce_gid(ctx: Context) -> list[Finding]:
                 "NCCL's HCAs are InfiniBand (not RoCE): GIDs are not used for routing.",
                 init if not init.empty else ctx.frame("IbPort").head(4),
             ))
-        return out
+            return out
+        if gid.empty or not ctx.frame("GidEntry").empty or not roce_fabric(ctx):
+            return out  # (a pin and a GID table without NCCL's device list: the gid_table extractor judges the pin)
+        # no NCCL device list, port dump or GID table, but the report says RoCE and the job pins a GID index
+        roce_hosts = []
     src = ctx.frame("NcclNetInit")
     out.append(finding(
         "roce_in_use",

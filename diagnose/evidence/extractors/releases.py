@@ -86,6 +86,17 @@ def _avoided(ctx: Context, entry: KnownRelease) -> bool:
     return False
 
 
+def _shown(ctx: Context, entry: KnownRelease) -> bool:
+    """Whether the evidence carries one of the defect's own messages (always, for an entry that names none)."""
+    if not entry.shows_as:
+        return True
+    hits = ctx.frame("MessageHit")
+    if hits.empty:
+        return False
+    texts = hits["text"].astype(str).str.lower()
+    return any(texts.str.contains(p.lower(), regex=False).any() for p in entry.shows_as)
+
+
 def _failure_kinds(ctx: Context) -> set[str]:
     text = " ".join(symptom_rows(ctx)["text"].astype(str).tolist())
     kinds = set(classify(text))
@@ -115,17 +126,25 @@ def known_releases(ctx: Context) -> list[Finding]:
             continue
         if kinds is None:
             kinds = _failure_kinds(ctx)
-        match = bool(kinds & set(entry.fails_as))
+        match = bool(kinds & set(entry.fails_as)) and _shown(ctx, entry)
         versions = sorted({str(v) for v in rows["version"]}, key=vtuple)
         hosts = sorted({str(h) for h in rows["host"].dropna() if str(h)})
         fix = f" Fixed in {entry.fixed_in}." if entry.fixed_in else ""
         work = f" Workaround: {entry.workaround}." if entry.workaround else ""
+        attrs: dict[str, object] = {"component": entry.component, "version": versions[0], "release": entry.id,
+                                    "fails_match": match, "fixed_in": entry.fixed_in}
+        if entry.exposes:
+            # the release is sound; it makes a misconfiguration fail that earlier releases tolerated
+            out.append(finding(
+                "release_exposes_fault",
+                f"{entry.component} {', '.join(versions)} changed behaviour: {entry.says}{work}"
+                f" ({entry.source.split(' ')[0]})",
+                rows, Location(host=hosts[0] if len(hosts) == 1 else None), {**attrs, "cause": entry.exposes}))
+            continue
         out.append(finding(
             "known_bad_release",
             f"{entry.component} {', '.join(versions)} is a release with a documented defect: {entry.says}{fix}{work}"
             f" ({entry.source.split(' ')[0]})",
-            rows, Location(host=hosts[0] if len(hosts) == 1 else None),
-            {"component": entry.component, "version": versions[0], "release": entry.id, "fails_match": match,
-             "fixed_in": entry.fixed_in},
+            rows, Location(host=hosts[0] if len(hosts) == 1 else None), attrs,
         ))
     return out
