@@ -142,3 +142,12 @@ def test_error_12_on_a_reported_roce_fabric_with_a_pinned_gid_weighs_the_pin(tmp
     kinds = {f.kind: f.attrs for f in ev.findings}
     assert kinds["gid_index_set"]["value"] == "3"
     assert kinds["ib_completion_error"]["roce"] is True
+
+
+def test_a_dgx_spark_is_no_nvswitch_system_and_a_freeze_is_a_hang() -> None:
+    from diagnose.symptoms import classify
+
+    assert "context_nvswitch" not in _kinds("4-node TP4 inference over RoCE on DGX Spark boxes")
+    assert "context_nvswitch" in _kinds("two DGX H100 nodes over InfiniBand")
+    assert "collective_timeout" in classify("the engine freezes for minutes and then stalls")
+    assert "collective_timeout" not in classify("no stalls, no freezes, just slow")

@@ -95,3 +95,29 @@ def test_a_denied_mention_is_no_symptom_and_a_clause_turn_ends_the_denial(text: 
     from diagnose.symptoms import classify
 
     assert classify(text) == kinds
+
+
+def test_a_wrapped_markdown_paragraph_is_read_whole_at_its_first_line(tmp_path: Path) -> None:
+    from diagnose.symptoms import prose_records
+
+    text = (FIELD / "305-roce-pfc-settings-lost-traffic-on-prio0" / "report.txt").read_text()
+    recs = prose_records(text, "report.txt")
+    assert len(recs) == 1 and recs[0].line == 1
+    assert "global-pause fabric" in recs[0].text and "rx_prio0_packets" in recs[0].text
+    (tmp_path / "report.txt").write_text(text)
+    kinds = {f.kind for f in gather([tmp_path], "4-node inference over RoCE freezes under load").findings}
+    assert "context_global_pause" in kinds
+
+
+@pytest.mark.parametrize(("case", "name"), [
+    ("286-pxb-pix-p2p-hang-vtd-bios", "nvidia-smi-topo.txt"),
+    ("015-nccl-version-mismatch-one-node", "nccl-node4.log"),
+    ("134-k8s-pod-roce-version-num-hang-pin-gid", "show_gids.out"),
+    ("004-mtu-mismatch-local-access-violation", "ibstat.out")])
+def test_runs_of_tool_lines_are_no_paragraph(case: str, name: str) -> None:
+    from diagnose.symptoms import prose_records
+
+    text = (FIELD / case / name).read_text()
+    lines = text.split("\n")
+    # (a tool's line that reads as a sentence, a torchrun warning, stays a sentence of its own)
+    assert all(r.text == lines[r.line - 1] for r in prose_records(text, name))

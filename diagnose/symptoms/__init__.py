@@ -17,7 +17,7 @@ SYMPTOM_SOURCE = "<symptom>"
 _ENV_IN_TEXT = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("collective_timeout", re.compile(r"time[sd]? ?out|timed out|\bhang|\bhung|stuck|watchdog|deadlock|froze", re.I)),
+    ("collective_timeout", re.compile(r"time[sd]? ?out|timed out|\bhang|\bhung|stuck|watchdog|deadlock|froze|\bfreez\w*|\bstall(?:s|ed|ing)?\b", re.I)),
     ("collective_slow", re.compile(r"\bslow|busbw|bandwidth|throughput|GB/s|Gb/s|degrad|drop(?:ped)? to|below line rate|straggl", re.I)),
     ("init_failure", re.compile(r"(?:\b|_)init|\b(?:at|during) (?:start-?up|setup|launch)\b|ncclCommInit|unhandled system error|failed to (?:initiali[sz]e|start)|bootstrap|not yet initiali", re.I)),
     ("connection_error", re.compile(r"connection (?:refused|reset|closed)|completion with error|error 12\b|retry exceeded|unreachable|remote process exited", re.I)),
@@ -93,15 +93,38 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'’\-]*[.,;:!?)]*$")
 PROSE_MAX_BYTES = 256 * 1024  # a reporter's notes are short; a larger file is a tool's output
 
 
+_MARKUP = re.compile(r"\*\*|__|`+|^\s*(?:[-*+>]|\d+[.)])\s+")  # markdown emphasis, code ticks, bullets, quotes
+# the words that join a paragraph's sentences (with _FUNCTION_WORDS): prepositions, articles, conjunctions
+_JOINING_WORDS = re.compile(r"\b(?:of|on|in|to|with|for|and|or|a|an|your|you|from|by|as|at|so|all)\b", re.I)
+
+
+def _demark(s: str) -> str:
+    return _MARKUP.sub("", s)
+
+
 def is_prose(line: str) -> bool:
-    """A sentence a person wrote: six or more words, three in four of them alphabetic, two function words."""
+    """A sentence a person wrote: six or more words, three in four of them alphabetic, two function words
+    (markdown emphasis, code ticks and bullet marks aside)."""
     s = line.strip()
     if len(s) < 24 or len(s) > 4000 or _LOG_SHAPED.search(s):
         return False
+    s = _demark(s)
     toks = s.split()
     if len(toks) < 6 or sum(1 for t in toks if _WORD.match(t.lstrip("('\"`"))) * 4 < len(toks) * 3:
         return False
     return len(_FUNCTION_WORDS.findall(s)) >= 2
+
+
+def _is_paragraph(text: str) -> bool:
+    """Lines a person wrote and wrapped, joined: eight or more words, seven in ten alphabetic, two function words
+    and three joining words (a paragraph carries numbers, names and counters between its words)."""
+    s = _demark(text.strip())
+    if len(s) > 4000:
+        return False
+    toks = s.split()
+    if len(toks) < 8 or sum(1 for t in toks if _WORD.match(t.lstrip("('\"`"))) * 10 < len(toks) * 7:
+        return False
+    return len(_FUNCTION_WORDS.findall(s)) + len(_JOINING_WORDS.findall(s)) >= 4 and len(_JOINING_WORDS.findall(s)) >= 2
 
 
 def prose_records(text: str, source: str, host: str | None = None) -> list[Record]:
@@ -112,9 +135,25 @@ def prose_records(text: str, source: str, host: str | None = None) -> list[Recor
     if len(text) > PROSE_MAX_BYTES:
         return []
     recs: list[Record] = []
+    run: list[tuple[int, str]] = []  # consecutive lines that are not a tool's: a paragraph wrapped by hand
+
+    def paragraph() -> None:
+        # a sentence the reporter wrapped over lines ("after the switch / ports were reconfigured") is read whole,
+        # once, at its first line; the settings it names are read line by line
+        if len(run) >= 2:
+            joined = " ".join(t.strip() for _, t in run)
+            if _is_paragraph(joined):
+                recs.append(FreeText(source=source, line=run[0][0], text=clip(joined), host=host))
+        run.clear()
+
     for i, ln in enumerate(text.split("\n"), 1):
         if is_prose(ln):
             recs += _said(ln, source, i, host)
+        if ln.strip() and not _LOG_SHAPED.search(ln):
+            run.append((i, ln))
+        else:
+            paragraph()
+    paragraph()
     return recs
 
 

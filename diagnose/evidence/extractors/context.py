@@ -37,7 +37,7 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"\bVMs?\b|virtual machine|\bKVM\b|hypervisor|passthrough|vfio|\bAzure\b|\bAWS\b|\bGCP\b|\bEC2\b"
         r"|\bND\w*v\d\b|\bp4d\b|\bp5\b|cloud instance", _I)),
     ("context_nvswitch", {}, re.compile(
-        r"NVSwitch|\bSXM\d?\b|\bDGX\b|\bHGX\b|\b8 ?x ?[AH]100\b|\b\d ?x ?[HB](?:100|200|800|300)\b|\bNVL(?:S|72|36)\b"
+        r"NVSwitch|\bSXM\d?\b|\bDGX\b(?! ?(?:Spark|Station)\b)|\bHGX\b|\b8 ?x ?[AH]100\b|\b\d ?x ?[HB](?:100|200|800|300)\b|\bNVL(?:S|72|36)\b"
         r"|\bp5(?:en|e)?\b|\bp4de?\b", _I)),
     ("context_nvlink", {}, re.compile(r"NVLink|NV-?Link bridge|\bNVLS\b", _I)),
     ("context_consumer_gpu", {}, re.compile(r"GeForce|\bRTX ?\d{4}|\bGTX ?\d{3,4}|\bTITAN\b|desktop|workstation", _I)),
@@ -108,6 +108,10 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"(?:re-?configur|chang|updat|upgrad|replac|modif|re-?cabl|limit|reset)\w*"
         r"|\b(?:after|since) (?:we |they |I )?(?:re-?configur|chang|updat|upgrad|replac|modif)\w* (?:the |our |a )?"
         r"(?:\w+ )?switch(?:es)?\b", _I)),
+    # RoCE run lossy-by-design or on link-level pause: 802.3x global pause stops every priority at once, where a
+    # lossless RoCE fabric pauses only the RDMA priority (PFC, 802.1Qbb)
+    ("context_global_pause", {}, re.compile(
+        r"\bglobal[- ]pause\b|802\.3x\b|link[- ]level (?:flow[- ]control|pause)", _I)),
     ("context_slow", {}, re.compile(
         r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
