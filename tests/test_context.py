@@ -151,3 +151,8 @@ def test_a_dgx_spark_is_no_nvswitch_system_and_a_freeze_is_a_hang() -> None:
     assert "context_nvswitch" in _kinds("two DGX H100 nodes over InfiniBand")
     assert "collective_timeout" in classify("the engine freezes for minutes and then stalls")
     assert "collective_timeout" not in classify("no stalls, no freezes, just slow")
+
+
+def test_the_aws_network_plugin_is_no_cloud_vm() -> None:
+    assert "context_vm" not in _kinds("GH200 cluster on HPE Slingshot via aws-ofi-nccl: sendrecv slow on 8 nodes")
+    assert "context_vm" in _kinds("two p4d instances on AWS with EFA")

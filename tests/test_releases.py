@@ -142,3 +142,22 @@ def test_lint_rejects_an_entry_that_exposes_no_known_cause(tmp_path: Path) -> No
                  " exposes: mtu.ghost, says: 'exposes a cause nobody defined', source: 'https://example.org/g'}\n")
     problems = [str(p) for p in lint(tmp_path)]
     assert any("nccl.ghost" in p and "mtu.ghost" in p for p in problems), problems
+
+
+def _compared(tmp_path: Path, symptom: str) -> list[dict[str, object]]:
+    return [f.attrs for f in gather([], symptom).findings if f.kind == "release_compared"]
+
+
+def test_two_releases_with_two_outcomes_point_at_the_release(tmp_path: Path) -> None:
+    sym = ("sendrecv_perf 512M on 8 nodes drops from 24.2 GB/s with NCCL 2.19.4 to 18.3 GB/s with NCCL 2.20.5;"
+           " up to 4 nodes the two versions perform the same.")
+    assert [(h["component"], h["versions"]) for h in _compared(tmp_path, sym)] == [("nccl", 2)]
+    assert triage([], sym).causes[0].id == "nccl.version_mismatch"
+    assert _compared(tmp_path, "works with torch 1.13 but hangs at init with PyTorch 2.0.1") == [
+        {"component": "torch", "versions": 2}]
+
+
+def test_releases_that_fail_alike_or_one_release_are_no_comparison(tmp_path: Path) -> None:
+    assert _compared(tmp_path, "tried NCCL 2.18.3 and 2.19.3: both versions hang at init") == []
+    assert _compared(tmp_path, "all_reduce hangs with NCCL 2.19.3 on 16 nodes") == []
+    assert _compared(tmp_path, "hangs with NCCL 2.19.3, and 2.19.3+cuda12.2 is what the image ships") == []

@@ -47,7 +47,7 @@ _LOOSE = re.compile(
     r"(?:\[(?P<dev>\d+)\] )?(?:[\d.]+ )?(?:(?P<src>[\w./\-]+\.\w+:\d+):? (?:\((?P<func>\w+)\) )?)?"
     r"NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
 )
-_SNIFF_LOOSE = re.compile(r"(?:^|\s)(?:\[\d+\] |[\w./\-]+\.\w+:\d+:? )NCCL (?:INFO|WARN) \S", re.M)
+_SNIFF_LOOSE = re.compile(r"(?:^|\s)(?:\[\d+\] |[\w./\-]+\.\w+:\d+:? )NCCL (?:INFO|WARN) \S|^[ \t]*NCCL (?:INFO|WARN) \S", re.M)
 
 _NET_USING = re.compile(r"^NET/(?P<net>\w+) ?: Using (?P<devs>.*?)(?:; OOB (?P<oif>[\w.\-]+):(?P<oip>[^<\s]+)<\d+>)?\s*$")
 _NET_DEV = re.compile(r"\[(?P<i>\d+)\](?P<dev>[\w.\-]+)(?::(?P<port>\d+))?(?:/(?P<ll>IB|RoCE))?")

@@ -34,12 +34,19 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"\bdocker\b|\bcontainers?\b|\bkubernetes\b|\bk8s\b|\bpods?\b|singularity|apptainer|enroot|pyxis|podman"
         r"|\bCI\b(?: job| runner)?", _I)),
     ("context_vm", {}, re.compile(
-        r"\bVMs?\b|virtual machine|\bKVM\b|hypervisor|passthrough|vfio|\bAzure\b|\bAWS\b|\bGCP\b|\bEC2\b"
+        r"\bVMs?\b|virtual machine|\bKVM\b|hypervisor|passthrough|vfio|\bAzure\b|\bAWS\b(?!-ofi)|\bGCP\b|\bEC2\b"
         r"|\bND\w*v\d\b|\bp4d\b|\bp5\b|cloud instance", _I)),
     ("context_nvswitch", {}, re.compile(
         r"NVSwitch|\bSXM\d?\b|\bDGX\b(?! ?(?:Spark|Station)\b)|\bHGX\b|\b8 ?x ?[AH]100\b|\b\d ?x ?[HB](?:100|200|800|300)\b|\bNVL(?:S|72|36)\b"
         r"|\bp5(?:en|e)?\b|\bp4de?\b", _I)),
     ("context_nvlink", {}, re.compile(r"NVLink|NV-?Link bridge|\bNVLS\b", _I)),
+    # the report ties a fault to NVLink itself: its links or queries misbehave (on one GPU, a bridge): the link,
+    # not the software above it
+    ("context_nvlink_fault", {}, re.compile(
+        r"(?<!\bno )(?<!\bwithout )\bNV-?Link(?: bridge)?\b(?:(?!\b(?:but|while|whereas|though)\b)[^.;]){0,50}?"
+        r"\b(?:(?:takes?|took|taking) (?:(?:\d+|several|many|a few) ?)?(?:s\b|sec\w*|minutes?)|(?:is |are |was |were )?"
+        r"(?:inactive|down|missing|not (?:active|detected|seated|working)|loose|unseated|partially (?:plugged|seated)"
+        r"|hangs?|hung|slow|errors?|fails?|failed|replay\w*|recovery errors?|CRC)\b)", _I)),
     ("context_consumer_gpu", {}, re.compile(r"GeForce|\bRTX ?\d{4}|\bGTX ?\d{3,4}|\bTITAN\b|desktop|workstation", _I)),
     # GeForce RTX 40-series boards have peer-to-peer disabled by the product (the driver reports no P2P between
     # them): a P2P failure there is the software asking for P2P, not ACS or the IOMMU blocking it

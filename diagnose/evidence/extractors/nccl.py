@@ -614,6 +614,49 @@ def nccl_config(ctx: Context) -> list[Finding]:
     return out
 
 
+# NCCL's device and interface lists: one '^' (exclude) and/or '=' (exact names) prefix for the whole list, then
+# names (with ':port' for HCAs) separated by commas (src/misc/utils.cc parseStringList / matchIfList; env.html)
+_DEVICE_LISTS = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_NET_DEVICES")
+
+
+def _list_defects(value: str) -> list[str]:
+    """What in a device list NCCL does not read the way it reads: a prefix repeated on a later entry (it becomes
+    part of a name that matches nothing), blanks inside a name, empty entries."""
+    body = value.lstrip("^").lstrip("=")
+    out = []
+    for i, item in enumerate(body.split(",")):
+        if i and item[:1] in ("^", "="):
+            out.append(f"'{item}' repeats the list's prefix ('^'/'=' apply once, to the whole list): NCCL reads it as"
+                       " a device named so, which matches nothing")
+        elif item != item.strip():
+            out.append(f"'{item}' holds blanks, which NCCL keeps in the name")
+        elif not item and value.strip():
+            out.append("an empty entry")
+    return out
+
+
+@extractor
+def device_list_syntax(ctx: Context) -> list[Finding]:
+    """NCCL_IB_HCA / NCCL_SOCKET_IFNAME written so that NCCL reads something else than meant
+    (``^=mlx5_8,^=mlx5_14`` excludes mlx5_8 only)."""
+    env = ctx.frame("EnvSetting")
+    if env.empty:
+        return []
+    out = []
+    for name in _DEVICE_LISTS:
+        rows = env[env["name"] == name]
+        if rows.empty:
+            continue
+        value = str(rows.iloc[-1]["value"]).strip().strip("'\"")
+        defects = _list_defects(value)
+        if defects:
+            out.append(finding(
+                "nccl_device_list_malformed",
+                f"{name}={value}: {'; '.join(defects[:2])}.", rows.tail(1),
+                attrs={"name": name, "defects": len(defects), "exclude": value.startswith("^")}))
+    return out
+
+
 @extractor
 def ib_hca_vs_hardware(ctx: Context) -> list[Finding]:
     """NCCL_IB_HCA against the HCAs the hosts really have: a name that matches no device."""

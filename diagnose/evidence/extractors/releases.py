@@ -27,7 +27,7 @@ from diagnose.symptoms import classify
 _COLS = ["source", "line", "text", "host", "component", "version"]
 # "NCCL 2.19.x", "nccl version 2.19.1 2.19.3 2.19.4", "NCCL v2.18.1", "nccl2.19.1/libnccl.so.2", "NCCL-2.8.3"
 _STATED = re.compile(
-    r"(?<![\w.-])(?P<comp>nccl|aws-ofi-nccl)(?![\w-]*tests)[ _/-]?(?:version[: ]\s*|release\s+|v(?=\d))?"
+    r"(?<![\w.-])(?P<comp>nccl|aws-ofi-nccl|pytorch|torch)(?![\w-]*tests)[ _/-]?(?:version[: ]\s*|release\s+|v(?=\d))?"
     r"(?P<vers>\d+\.\d+(?:\.\d+|\.x)?(?:(?:\s*,\s*|\s+|\s*(?:and|or|/|&)\s*)v?\d+\.\d+(?:\.\d+|\.x)?)*)(?![\w.])",
     re.IGNORECASE)
 _ONE = re.compile(r"\d+\.\d+(?:\.\d+|\.x)?", re.IGNORECASE)
@@ -40,11 +40,11 @@ def _stated(rows: pd.DataFrame) -> list[dict[str, object]]:
     if rows.empty:
         return out
     texts = rows["text"].astype(str)
-    hit = texts.str.contains(r"(?i)nccl")
+    hit = texts.str.contains(r"(?i)nccl|torch")
     for src, ln, text, host in zip(rows.loc[hit, "source"], rows.loc[hit, "line"], texts[hit],
                                    rows.loc[hit, "host"], strict=True):
         for m in _STATED.finditer(text):
-            comp = m.group("comp").lower()
+            comp = m.group("comp").lower().replace("pytorch", "torch")
             for v in _ONE.findall(m.group("vers")):
                 out.append({"source": src, "line": ln, "text": text, "host": host, "component": comp,
                             "version": v.lower()})
@@ -84,6 +84,39 @@ def _avoided(ctx: Context, entry: KnownRelease) -> bool:
         if (vals == value).any():
             return True
     return False
+
+
+# "both versions fail", "the same with 2.18 and 2.19": the versions were compared and did not matter
+_SAME_ACROSS = re.compile(
+    r"\b(?:both|all|every|either|any|each) (?:of (?:the|these|them) )?(?:\w+ )?(?:versions?|releases?)\b[^.;]{0,40}?"
+    r"\b(?:fail|hang|crash|show|have|give|behave)|\b(?:same|no difference|identical)\b[^.;]{0,30}?\b(?:with|on|for|in|across)"
+    r" (?:\w+ )?(?:both|all|every|each|either)\b|(?:regardless|independent) of (?:the )?(?:\w+ )?(?:version|release)",
+    re.IGNORECASE)
+
+
+@extractor
+def release_compared(ctx: Context) -> list[Finding]:
+    """The report names two or more releases of one component (``drops from 24 GB/s with NCCL 2.19.4 to 18 GB/s with
+    2.20.5``, ``works with torch 1.13, hangs with 2.0``): the reporter ran both and saw the failure follow the
+    release, unless they say it did not (``both versions hang``)."""
+    rows = symptom_rows(ctx)
+    said = _stated(rows)
+    if not said:
+        return []
+    text = " ".join(rows["text"].astype(str).tolist())
+    if _SAME_ACROSS.search(text):
+        return []
+    df = pd.DataFrame(said, columns=_COLS)
+    out = []
+    for comp, grp in df.groupby("component", sort=True):
+        versions = sorted({str(v) for v in grp["version"] if not str(v).endswith(".x")}, key=vtuple)
+        if len(versions) < 2 or len({vtuple(v)[:3] for v in versions}) < 2:
+            continue
+        out.append(finding(
+            "release_compared",
+            f"The report compares {comp} releases {', '.join(versions[:4])}: the failure follows the release.",
+            grp.drop_duplicates(["source", "line"]).head(2), attrs={"component": str(comp), "versions": len(versions)}))
+    return out
 
 
 def _shown(ctx: Context, entry: KnownRelease) -> bool:
