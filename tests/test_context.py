@@ -156,3 +156,10 @@ def test_a_dgx_spark_is_no_nvswitch_system_and_a_freeze_is_a_hang() -> None:
 def test_the_aws_network_plugin_is_no_cloud_vm() -> None:
     assert "context_vm" not in _kinds("GH200 cluster on HPE Slingshot via aws-ofi-nccl: sendrecv slow on 8 nodes")
     assert "context_vm" in _kinds("two p4d instances on AWS with EFA")
+
+
+def test_nvlink_said_to_misbehave_is_read_and_nvlink_said_fine_is_not() -> None:
+    assert "context_nvlink_fault" in _kinds("two RTX 2080 Ti with an NVLink bridge; NVML NVLink queries take seconds on one GPU")
+    assert "context_nvlink_fault" in _kinds("nvidia-smi nvlink -s shows links inactive on GPU 3")
+    assert "context_nvlink_fault" not in _kinds("NVLink is fine but the job hangs at init")
+    assert "context_nvlink_fault" not in _kinds("with no NVLink errors the job hangs")
