@@ -163,3 +163,18 @@ def test_nvlink_said_to_misbehave_is_read_and_nvlink_said_fine_is_not() -> None:
     assert "context_nvlink_fault" in _kinds("nvidia-smi nvlink -s shows links inactive on GPU 3")
     assert "context_nvlink_fault" not in _kinds("NVLink is fine but the job hangs at init")
     assert "context_nvlink_fault" not in _kinds("with no NVLink errors the job hangs")
+
+
+def test_slow_collectives_between_vms_point_at_the_passthrough_path() -> None:
+    sym = "Two-node all_reduce_perf between A100 VMs with SR-IOV passthrough reaches only ~56% of the expected bandwidth"
+    assert "context_vm_internode_slow" in _kinds(sym)
+    assert "context_vm_internode_slow" not in _kinds("Two-node all_reduce_perf between A100 VMs hangs at init")
+    assert "context_vm_internode_slow" not in _kinds("all_reduce_perf on one VM reaches only 56% of NVLink bandwidth")
+
+
+def test_dataparallel_is_a_peer_copy_path_and_a_failure_others_cannot_reproduce_follows_the_machine() -> None:
+    k = _kinds("DataParallel over several GPUs crashes with a CUDA error on the first step, while others cannot"
+               " reproduce it")
+    assert {"context_p2p_path", "context_machine_specific"} <= set(k)
+    assert "context_machine_specific" in _kinds("the same script works fine on other machines but hangs here")
+    assert "context_machine_specific" not in _kinds("the job hangs on every machine we tried")

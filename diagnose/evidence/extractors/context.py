@@ -63,7 +63,17 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"after (?:an? )?(?:upgrad|updat|mov|switch)\w*|since (?:upgrad|updat)\w*|worked (?:fine )?(?:with|on|in|before)"
         r"|used to work|(?:upgrad|updat)\w* (?:to|from) (?:NCCL|CUDA|torch|PyTorch|driver|the driver|OFED|\d)"
         r"|downgrad\w*|regression|newer (?:NCCL|version|driver)", _I)),
-    ("context_p2p_path", {}, re.compile(r"\bP2P\b|peer[- ]to[- ]peer|p2pBandwidth|simpleP2P|intra-node bandwidth", _I)),
+    # GPU-to-GPU copies inside one machine: P2P tests, and DataParallel, which scatters inputs and replicates the
+    # model with peer copies from the first GPU to the others at every step
+    ("context_p2p_path", {}, re.compile(
+        r"\bP2P\b|peer[- ]to[- ]peer|p2pBandwidth|simpleP2P|intra-node bandwidth|\bDataParallel\b(?! ?\()"
+        r"|\bnn\.DataParallel\b", _I)),
+    # the failure follows this machine: the same code works elsewhere (the platform's configuration, not the code)
+    ("context_machine_specific", {}, re.compile(
+        r"\b(?:others|other people|nobody|no one|no-one|you|they|maintainers?) (?:can(?:not|'t)|could(?:n't| not)|were"
+        r" unable to|are unable to) (?:reproduce|replicate)|\b(?:works?|worked|runs?|ran) (?:fine |well )?on"
+        r" (?:other|another|a different|different) (?:machines?|servers?|nodes?|hosts?|boxes?|systems?)"
+        r"|\bonly (?:on|happens on|fails on) (?:this|our|my|one) (?:particular |specific )?(?:machine|server|box|system|node)", _I)),
     # a path the report says avoids the failure: that path is where the failure is
     ("context_workaround", {"path": "ib"}, re.compile(
         r"(?:works?|fine|passes|correct|no (?:hang|error))\w* (?:\w+ ){0,3}(?:if|when|with|after) (?:\w+ )?"
@@ -160,6 +170,16 @@ def symptom_context(ctx: Context) -> list[Finding]:
         kinds.discard("context_single_node")
     if "context_single_node" in kinds:
         out += _single_node_system_error(ctx)
+    if {"context_vm", "context_multi_node"} <= kinds and ("context_slow" in kinds or _slow_said(sym)):
+        # between VMs, GPUDirect RDMA is a peer-to-peer write from a passed-through NIC into a passed-through GPU:
+        # it crosses the hypervisor's IOMMU and the host's PCIe switches, where ACS redirects it to the root
+        # complex unless the host sets ACS/ATS for passthrough (NCCL troubleshooting guide, "PCI Access Control
+        # Services" and "Virtual machines"); inside the VM a flat PCIe tree hides the real distances from NCCL
+        vm = next(f for f in out if f.kind == "context_vm")
+        out.append(finding("context_vm_internode_slow",
+                           "Slow collectives between VMs: the GPU<->NIC traffic crosses the hypervisor's IOMMU and the"
+                           " host's PCIe switches.", None, attrs={"said": vm.attrs.get("said", "")},
+                           evidence=vm.evidence))
     rates = []
     for t in sym["text"].astype(str):
         for m in _RATE.finditer(t):
@@ -168,6 +188,12 @@ def symptom_context(ctx: Context) -> list[Finding]:
         out.append(finding("context_link_rate", f"The report names a {max(rates)} Gb/s fabric.",
                            sym.head(1), attrs={"gbps": max(rates)}))
     return out
+
+
+def _slow_said(sym: pd.DataFrame) -> bool:
+    from diagnose.symptoms import classify
+
+    return any("collective_slow" in classify(str(t)) for t in sym["text"].head(20))
 
 
 def _single_node_system_error(ctx: Context) -> list[Finding]:
