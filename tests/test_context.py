@@ -178,3 +178,11 @@ def test_dataparallel_is_a_peer_copy_path_and_a_failure_others_cannot_reproduce_
     assert {"context_p2p_path", "context_machine_specific"} <= set(k)
     assert "context_machine_specific" in _kinds("the same script works fine on other machines but hangs here")
     assert "context_machine_specific" not in _kinds("the job hangs on every machine we tried")
+
+
+def test_one_collective_working_and_another_failing_is_read() -> None:
+    assert "context_partial_collectives" in _kinds(
+        "On 7+ HGX nodes over RoCE v2, ring allreduce works but gather-type traffic (checkpoint save) fails at QP setup")
+    assert "context_partial_collectives" in _kinds("alltoall_perf hangs while all_reduce_perf passes on the same nodes")
+    assert "context_partial_collectives" not in _kinds("allreduce does not work but broadcast fails too")
+    assert "context_partial_collectives" not in _kinds("all_reduce_perf fails on 2 nodes")

@@ -24,6 +24,9 @@ ROCE_SAID = re.compile(
 # InfiniBand generations -> Gb/s of a 4X port (IBTA: FDR 56, EDR 100, HDR 200, NDR 400, XDR 800)
 IB_GEN_GBPS = {"FDR": 56, "EDR": 100, "HDR": 200, "NDR": 400, "XDR": 800}
 
+# the collectives and traffic kinds a report names
+_COLL = (r"\b(?:ring |tree )?(?:all[-_ ]?reduce|all[-_ ]?gather|reduce[-_ ]?scatter|broadcast|bcast|all[-_ ]?to[-_ ]?all"
+         r"|gather(?:-type)?|scatter|send[-/ ]?recv|p2p|point[- ]to[- ]point|checkpoint(?: save)?)(?:_perf)?\b")
 # (finding kind, attributes, pattern): the first pattern of a kind that matches a line sets its attributes
 FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_fabric", {"fabric": "roce"}, ROCE_SAID),
@@ -68,6 +71,15 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_p2p_path", {}, re.compile(
         r"\bP2P\b|peer[- ]to[- ]peer|p2pBandwidth|simpleP2P|intra-node bandwidth|\bDataParallel\b(?! ?\()"
         r"|\bnn\.DataParallel\b", _I)),
+    # one kind of collective works and another fails on the same hosts: every connection of the working one was set
+    # up, so the addresses (GIDs, MTU, interfaces) route; what differs is which NIC pairs the failing one connects
+    ("context_partial_collectives", {}, re.compile(
+        _COLL + r"(?:(?!\bnot\b|n't\b)[^.;]){0,40}?\b(?:works?|worked|passes|passed|is fine|succeeds?|completes?)\b"
+        r"[^.;]{0,25}?\b(?:but|while|whereas|yet)\b[^.;]{0,60}?" + _COLL + r"[^.;]{0,80}?"
+        r"\b(?:fails?|failed|hangs?|hung|time[sd]? out|timed out|errors?)\b"
+        r"|" + _COLL + r"[^.;]{0,60}?\b(?:fails?|failed|hangs?|hung|time[sd]? out|timed out)\b[^.;]{0,25}?"
+        r"\b(?:but|while|whereas|yet)\b[^.;]{0,60}?" + _COLL + r"(?:(?!\bnot\b|n't\b)[^.;]){0,40}?"
+        r"\b(?:works?|worked|passes|passed|is fine|succeeds?|completes?)\b", _I)),
     # the failure follows this machine: the same code works elsewhere (the platform's configuration, not the code)
     ("context_machine_specific", {}, re.compile(
         r"\b(?:others|other people|nobody|no one|no-one|you|they|maintainers?) (?:can(?:not|'t)|could(?:n't| not)|were"
