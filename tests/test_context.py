@@ -186,3 +186,12 @@ def test_one_collective_working_and_another_failing_is_read() -> None:
     assert "context_partial_collectives" in _kinds("alltoall_perf hangs while all_reduce_perf passes on the same nodes")
     assert "context_partial_collectives" not in _kinds("allreduce does not work but broadcast fails too")
     assert "context_partial_collectives" not in _kinds("all_reduce_perf fails on 2 nodes")
+
+
+def test_one_box_whose_queue_pairs_fail_is_using_the_fabric() -> None:
+    from diagnose.symptoms import classify
+
+    sym = "GIN communication on a 16-GPU box with 8x ConnectX-7 RoCE NICs hangs after a TRANSPORT_RETRY_EXC_ERR on a QP"
+    assert "context_single_node" not in _kinds(sym)
+    assert "connection_error" in classify(sym)
+    assert "context_single_node" in _kinds("all_reduce_perf on a 16-GPU box hangs at init")

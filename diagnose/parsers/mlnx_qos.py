@@ -35,8 +35,12 @@ _CMD = re.compile(r"^\s*(?:[+$#>]\s*)?(?:sudo\s+)?(?:\S*/)?mlnx_qos\b(?P<args>.*
 _IFACE = re.compile(r"(?:-i|--interface)[=\s]+(?P<i>[\w.\-@]+)")
 _DCBX = re.compile(r"^\s*DCBX mode:\s*(?P<v>.+?)\s*$")
 _TRUST = re.compile(r"^\s*Priority trust (?:state|mode):\s*(?P<v>\w+)")
-_MAP = re.compile(r"^\s*prio:\s*(?P<p>[0-7])\s+dscp:\s*(?P<d>[\d,\s]*)$")
-_PFC_HDR = re.compile(r"^\s*PFC configuration:")
+_MAP = re.compile(r"^\s*prio:\s*(?P<p>[0-7])\s+dscp:\s*(?P<d>[\d,.\s…]*)$")
+# a paste that glued a section's rows to its header ("dscp2prio mapping:  prio:0 dscp:07,...,00   prio:5 dscp:59",
+# "PFC configuration:  enabled 0 0 0 0 0 1 0 0"), a '...' where the reporter cut a DSCP list
+_MAP_HDR = re.compile(r"^\s*dscp2prio mapping:(?P<rest>.*)$")
+_MAP_INLINE = re.compile(r"prio:\s*(?P<p>[0-7])\s+dscp:\s*(?P<d>[\d,.…]*)")
+_PFC_HDR = re.compile(r"^\s*PFC configuration:(?P<rest>.*)$")
 _PRIO_ROW = re.compile(r"^\s*priority:?\s+((?:[0-7]\s*)+)$")
 _EN_ROW = re.compile(r"^\s*enabled:?\s+((?:[01]\s*)+)$")
 _TC = re.compile(r"^\s*tc:\s*\d+\s+ratelimit:")
@@ -130,8 +134,21 @@ def _parse(text: str, source: str, host: str | None, records: list[Record]) -> N
                 if int(d) < 64:
                     rep.maps.append((idx, raw, int(d), int(m.group("p"))))
             continue
-        if _PFC_HDR.match(line):
+        m = _MAP_HDR.match(line)
+        if m:
             rep.at = rep.at or (idx, raw)
+            for mm in _MAP_INLINE.finditer(m.group("rest")):
+                for d in re.findall(r"\d+", mm.group("d")):
+                    if int(d) < 64:
+                        rep.maps.append((idx, raw, int(d), int(mm.group("p"))))
+            continue
+        m = _PFC_HDR.match(line)
+        if m:
+            rep.at = rep.at or (idx, raw)
+            en = _EN_ROW.match(m.group("rest"))
+            if en:
+                flags = [int(x) for x in en.group(1).split()]
+                rep.pfc = ",".join(str(pr) for pr, f in enumerate(flags) if f == 1)
             continue
         m = _PRIO_ROW.match(line)
         if m and rep.started():

@@ -20,7 +20,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("collective_timeout", re.compile(r"time[sd]? ?out|timed out|\bhang|\bhung|stuck|watchdog|deadlock|froze|\bfreez\w*|\bstall(?:s|ed|ing)?\b", re.I)),
     ("collective_slow", re.compile(r"\bslow|busbw|bandwidth|throughput|GB/s|Gb/s|degrad|drop(?:ped)? to|below line rate|straggl", re.I)),
     ("init_failure", re.compile(r"(?:\b|_)init|\b(?:at|during) (?:start-?up|setup|launch)\b|ncclCommInit|unhandled system error|failed to (?:initiali[sz]e|start)|bootstrap|not yet initiali", re.I)),
-    ("connection_error", re.compile(r"connection (?:refused|reset|closed)|completion with error|error 12\b|retry exceeded|unreachable|remote process exited", re.I)),
+    ("connection_error", re.compile(r"connection (?:refused|reset|closed)|completion with error|error 12\b|retry (?:count(?:er)? )?exceeded|RETRY_EXC|unreachable|remote process exited", re.I)),
     ("gpu_error", re.compile(r"\bxid\b|fallen off the bus|\becc\b|cuda error|gpu (?:error|fault|lost)", re.I)),
     ("link_errors", re.compile(r"symbol error|link (?:down|flap)|flapping|\bcable|port (?:down|polling)|\bber\b|link error", re.I)),
     ("process_crash", re.compile(r"segfault|core dumped|\bkilled\b|crash|SIGABRT|exited with", re.I)),

@@ -61,3 +61,16 @@ def test_sniff_zero_on_other_formats():
 def test_never_raises(text):
     mlnx_qos.sniff(text)
     assert mlnx_qos.parse("Priority trust state: dscp\n" + text, "x").format == "mlnx_qos"
+
+
+def test_a_paste_that_glued_rows_to_their_headers_is_read() -> None:
+    # verbatim from NVIDIA/nccl#2237 (fixtures/field/106-*): the reporter condensed the report onto one line a section
+    text = ("$ mlnx_qos -i eth1\n"
+            "Priority trust state: dscp\n"
+            "dscp2prio mapping:  prio:0 dscp:07,...,00   prio:5 dscp:59\n"
+            "PFC configuration:  enabled 0 0 0 0 0 1 0 0\n")
+    res = mlnx_qos.parse(text, "commands.txt")
+    cfg = [r for r in res.records if isinstance(r, RoceQosConfig)]
+    assert [(c.interface, c.trust, c.pfc_prios) for c in cfg] == [("eth1", "dscp", "5")]
+    maps = sorted((r.dscp, r.prio) for r in res.records if isinstance(r, DscpPrio))
+    assert maps == [(0, 0), (7, 0), (59, 5)]

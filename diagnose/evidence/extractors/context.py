@@ -145,6 +145,9 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"\bslow|far below|lower than expected|half (?:the )?(?:bandwidth|speed)|low (?:bus ?bw|bandwidth)"
         r"|only \d+(?:\.\d+)? ?GB/s|\bGB/s\b.*\b(?:expected|should)", _I)),
 )
+# the report quotes an RDMA transport failure: a queue pair's completion error or retry exhaustion
+_RDMA_FAILURE_SAID = re.compile(
+    r"RETRY_EXC|retry (?:count(?:er)? )?exceeded|completion (?:with )?error|work completion|\bQPs?\b|queue pair", _I)
 _RATE = re.compile(r"\b(?P<g>100|200|400|800|56|40|25|50)\s?G(?:b(?:/s|ps)?|bE)?\b|\b(?P<gen>NDR|HDR|EDR|FDR|XDR)\b", _I)
 
 
@@ -176,6 +179,13 @@ def symptom_context(ctx: Context) -> list[Finding]:
             out.append(finding("context_single_node", "Every rank of the job runs on one host.", one,
                                attrs={"said": "", "from_evidence": True}))
             kinds.add("context_single_node")
+    if "context_single_node" in kinds and not any(f.attrs.get("from_evidence") for f in out
+                                                  if f.kind == "context_single_node") \
+            and sym["text"].astype(str).str.contains(_RDMA_FAILURE_SAID).any():
+        # "a 16-GPU box ... hangs after a TRANSPORT_RETRY_EXC_ERR on a QP": its traffic crossed the NICs and the
+        # fabric, one box or not
+        out = [f for f in out if f.kind != "context_single_node"]
+        kinds.discard("context_single_node")
     if "context_single_node" in kinds and "context_multi_node" in kinds:
         # "works on one node, fails across two": the failing job spans nodes
         out = [f for f in out if f.kind != "context_single_node"]
