@@ -195,3 +195,10 @@ def test_one_box_whose_queue_pairs_fail_is_using_the_fabric() -> None:
     assert "context_single_node" not in _kinds(sym)
     assert "connection_error" in classify(sym)
     assert "context_single_node" in _kinds("all_reduce_perf on a 16-GPU box hangs at init")
+
+
+def test_a_failure_with_a_size_threshold_is_read() -> None:
+    assert "context_size_dependent" in _kinds("IPoIB pings larger than ~400 bytes get 'Destination Host Unreachable'")
+    assert "context_size_dependent" in _kinds("small messages work but large ones hang")
+    assert "context_size_dependent" not in _kinds("message sizes up to 1GB are fine")
+    assert "context_size_dependent" not in _kinds("the 8 GB test runs for more than 30 seconds")

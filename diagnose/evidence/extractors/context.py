@@ -80,6 +80,15 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"|" + _COLL + r"[^.;]{0,60}?\b(?:fails?|failed|hangs?|hung|time[sd]? out|timed out)\b[^.;]{0,25}?"
         r"\b(?:but|while|whereas|yet)\b[^.;]{0,60}?" + _COLL + r"(?:(?!\bnot\b|n't\b)[^.;]){0,40}?"
         r"\b(?:works?|worked|passes|passed|is fine|succeeds?|completes?)\b", _I)),
+    # the failure depends on the packet or message size: small ones pass, larger ones are lost (a hop or a port whose
+    # MTU is below the packets' size; on InfiniBand the subnet manager's partition MTU)
+    ("context_size_dependent", {}, re.compile(
+        r"\b(?:larger|bigger|greater|longer|more) than (?:~|about |around )?\d+ ?(?:bytes|B|KB|KiB|k)\b"
+        r"|\b(?:above|beyond|over) (?:~|about )?\d+ ?(?:bytes|B)\b"
+        r"|\b(?:small|short|tiny) (?:messages?|packets?|pings?|sizes?|transfers?)\b[^.;]{0,30}?\b(?:work|pass|succeed|are fine|go through)"
+        r"[^.;]{0,40}?\b(?:large|big|long|larger|bigger)\b"
+        r"|\b(?:large|big|larger|bigger|jumbo) (?:messages?|packets?|pings?|transfers?|frames?)\b[^.;]{0,20}?"
+        r"\b(?:fail|hang|time out|timed out|drop|are dropped|get lost|are lost|never arrive)", _I)),
     # the failure follows this machine: the same code works elsewhere (the platform's configuration, not the code)
     ("context_machine_specific", {}, re.compile(
         r"\b(?:others|other people|nobody|no one|no-one|you|they|maintainers?) (?:can(?:not|'t)|could(?:n't| not)|were"
