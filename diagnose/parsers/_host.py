@@ -200,3 +200,18 @@ def shell_prompt(line: str) -> tuple[str | None, str] | None:
         if p is not None:
             return p
     return None
+
+
+# a root shell's prompt ('# mpirun --allow-run-as-root -np 2 ...'): in a paste with no script around it (no
+# shebang, no #SBATCH, no uncommented launch) a '#' before a launcher with options is the prompt, not a comment
+_ROOT_PROMPT_LAUNCH = re.compile(
+    r"^#[ \t]+(?=(?:sudo\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?(?:mpirun|mpiexec|orterun|prterun|srun|torchrun)\s+-)",
+    re.M)
+_SCRIPT_SIGNS = re.compile(r"^#!|^#SBATCH|^[ \t]*(?!#)[^\n]*\b(?:mpirun|mpiexec|srun|torchrun)\s", re.M)
+
+
+def root_prompts(text: str) -> str:
+    """``text`` with the root prompts of a pasted session made ``$`` prompts (line count unchanged)."""
+    if "#" not in text or not _ROOT_PROMPT_LAUNCH.search(text) or _SCRIPT_SIGNS.search(text):
+        return text
+    return _ROOT_PROMPT_LAUNCH.sub("$ ", text)

@@ -22,6 +22,7 @@ import shlex
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._common import ENV_PREFIXES, EnvSetting, is_comm_env
+from diagnose.parsers._host import root_prompts
 
 FORMAT = "env"
 STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
@@ -241,7 +242,7 @@ def _is_script(lines: list[str]) -> bool:
 
 def sniff(head: str) -> int:
     try:
-        lines = head.split("\n")
+        lines = root_prompts(head).split("\n")
         nonempty = [ln for ln in lines if ln.strip()]
         n = len(nonempty)
         if n == 0 or nonempty[0].lstrip().startswith("#%Module") or (
@@ -291,7 +292,7 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
     records: list[Record] = []
     problems: list[str] = []
     try:
-        lines = text.split("\n")
+        lines = root_prompts(text).split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         dump = _is_dump(lines)

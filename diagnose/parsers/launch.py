@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from diagnose.hostlist import HostlistError, expand_hostlist
 from diagnose.models.records import ParseResult, Record, clip
+from diagnose.parsers._host import root_prompts
 from diagnose.parsers._ib import iter_lines, prompt
 from diagnose.parsers._job import LaunchSpec
 from diagnose.parsers.base import guarded_parse
@@ -717,6 +718,7 @@ def _accept_run(run: _HostRun, whole: bool) -> bool:
 
 
 def sniff(head: str) -> int:
+    head = root_prompts(head)
     try:
         launch = 0
         sbatch = 0
@@ -777,6 +779,7 @@ def parse(text: str, source: str, host: str | None = None) -> ParseResult:
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:
+    text = root_prompts(text)
     vars_ = _Vars()
     found: list[tuple[int, Record]] = []
     sbatch_toks: list[str] = []

@@ -395,3 +395,18 @@ def test_the_sniffer_skips_only_lines_that_name_no_launcher(monkeypatch: pytest.
     monkeypatch.setattr(launch, "_LAUNCHER", re.compile(""))  # matches every line
     assert [launch.sniff(h) for h in heads] == fast
     assert sum(1 for s in fast if s) >= 5  # launch lines were found
+
+
+def test_a_root_prompt_before_a_launcher_is_a_prompt_in_a_paste_and_a_comment_in_a_script() -> None:
+    from diagnose.parsers import env as env_parser
+
+    # verbatim from NVIDIA/nccl-tests#200 (fixtures/field/033-*): a root shell's '#' prompt
+    paste = ("# mpirun --allow-run-as-root -np 2 -H host1,host2 -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO"
+             " -x NCCL_CUMEM_ENABLE=1 -x NCCL_IB_HCA=mlx5 /nccl-tests/build/all_reduce_perf -b 8 -e 128M -f 2 -g 8\n"
+             "(hang here)\n")
+    assert launch.sniff(paste) > 0
+    envs = {r.name: r.value for r in env_parser.parse(paste, "cmd.txt").records}
+    assert envs.get("NCCL_CUMEM_ENABLE") == "1"
+    script = "#!/bin/bash\n# mpirun -np 4 -x NCCL_DEBUG=INFO ./old_way\nmpirun -np 8 ./all_reduce_perf -g 1\n"
+    specs = [r for r in launch.parse(script, "job.sh").records]
+    assert len(specs) == 1
