@@ -84,6 +84,18 @@ class _Report:
     def started(self) -> bool:
         return self.at is not None
 
+    def add_map(self, idx: int, raw: str, prio: int, dscps: str) -> None:
+        """The DSCP values of one ``prio:N dscp:a,b,...`` entry (a cut ``...`` or stray numbers above 63 skipped)."""
+        for d in re.findall(r"\d+", dscps):
+            if int(d) < 64:
+                self.maps.append((idx, raw, int(d), prio))
+
+    def set_pfc(self, flags_text: str) -> None:
+        """The PFC-enabled priorities of an ``enabled 0 0 0 1 ...`` row, by the ``priority`` row read before it."""
+        flags = [int(x) for x in flags_text.split()]
+        prios = self.prios or list(range(len(flags)))
+        self.pfc = ",".join(str(pr) for pr, f in zip(prios, flags, strict=False) if f == 1)
+
 
 def _parse(text: str, source: str, host: str | None, records: list[Record]) -> None:
     cur_host = host
@@ -130,25 +142,20 @@ def _parse(text: str, source: str, host: str | None, records: list[Record]) -> N
         m = _MAP.match(line)
         if m:
             rep.at = rep.at or (idx, raw)
-            for d in re.findall(r"\d+", m.group("d")):
-                if int(d) < 64:
-                    rep.maps.append((idx, raw, int(d), int(m.group("p"))))
+            rep.add_map(idx, raw, int(m.group("p")), m.group("d"))
             continue
         m = _MAP_HDR.match(line)
         if m:
             rep.at = rep.at or (idx, raw)
             for mm in _MAP_INLINE.finditer(m.group("rest")):
-                for d in re.findall(r"\d+", mm.group("d")):
-                    if int(d) < 64:
-                        rep.maps.append((idx, raw, int(d), int(mm.group("p"))))
+                rep.add_map(idx, raw, int(mm.group("p")), mm.group("d"))
             continue
         m = _PFC_HDR.match(line)
         if m:
             rep.at = rep.at or (idx, raw)
             en = _EN_ROW.match(m.group("rest"))
             if en:
-                flags = [int(x) for x in en.group(1).split()]
-                rep.pfc = ",".join(str(pr) for pr, f in enumerate(flags) if f == 1)
+                rep.set_pfc(en.group(1))
             continue
         m = _PRIO_ROW.match(line)
         if m and rep.started():
@@ -156,9 +163,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record]) -> N
             continue
         m = _EN_ROW.match(line)
         if m and rep.started():
-            flags = [int(x) for x in m.group(1).split()]
-            prios = rep.prios or list(range(len(flags)))
-            rep.pfc = ",".join(str(pr) for pr, f in zip(prios, flags, strict=False) if f == 1)
+            rep.set_pfc(m.group(1))
             continue
         if _TC.match(line):
             rep.at = rep.at or (idx, raw)

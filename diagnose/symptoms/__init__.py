@@ -116,15 +116,17 @@ def is_prose(line: str) -> bool:
 
 
 def _is_paragraph(text: str) -> bool:
-    """Lines a person wrote and wrapped, joined: eight or more words, seven in ten alphabetic, two function words
-    and three joining words (a paragraph carries numbers, names and counters between its words)."""
+    """Lines a person wrote and wrapped, joined: eight or more words, seven in ten alphabetic, two or more joining
+    words and four or more function and joining words together (a paragraph carries numbers, names and counters
+    between its words)."""
     s = _demark(text.strip())
     if len(s) > 4000:
         return False
     toks = s.split()
     if len(toks) < 8 or sum(1 for t in toks if _WORD.match(t.lstrip("('\"`"))) * 10 < len(toks) * 7:
         return False
-    return len(_FUNCTION_WORDS.findall(s)) + len(_JOINING_WORDS.findall(s)) >= 4 and len(_JOINING_WORDS.findall(s)) >= 2
+    joining = len(_JOINING_WORDS.findall(s))
+    return joining >= 2 and len(_FUNCTION_WORDS.findall(s)) + joining >= 4
 
 
 def prose_records(text: str, source: str, host: str | None = None) -> list[Record]:

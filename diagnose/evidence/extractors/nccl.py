@@ -459,7 +459,6 @@ def roce_gid(ctx: Context) -> list[Finding]:
         if gid.empty or not ctx.frame("GidEntry").empty or not roce_fabric(ctx):
             return out  # (a pin and a GID table without NCCL's device list: the gid_table extractor judges the pin)
         # no NCCL device list, port dump or GID table, but the report says RoCE and the job pins a GID index
-        roce_hosts = []
     src = ctx.frame("NcclNetInit")
     out.append(finding(
         "roce_in_use",
