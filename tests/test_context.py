@@ -202,3 +202,27 @@ def test_a_failure_with_a_size_threshold_is_read() -> None:
     assert "context_size_dependent" in _kinds("small messages work but large ones hang")
     assert "context_size_dependent" not in _kinds("message sizes up to 1GB are fine")
     assert "context_size_dependent" not in _kinds("the 8 GB test runs for more than 30 seconds")
+
+
+def test_a_report_that_gdr_is_loaded_and_acs_off_is_read_and_a_negation_is_not() -> None:
+    k = _kinds("all_reduce_perf reaches only ~30 GB/s; GPUDirect RDMA is loaded and ACS is disabled.")
+    assert {"context_gdr_present", "context_acs_off"} <= set(k)
+    k = _kinds("all_reduce_perf is slow; nv_peer_mem is not loaded and ACS is enabled on the switches")
+    assert "context_gdr_present" not in k and "context_acs_off" not in k
+
+
+def test_slow_internode_busbw_with_gdr_in_place_keeps_the_nics_pcie_reads_in_the_differential(tmp_path) -> None:
+    # NVIDIA/nccl-tests#152, verbatim pastes: lsmod shows nv_peer_mem as a user of nvidia, grep ACSCtl shows ACS off
+    (tmp_path / "lsmod.out").write_text(
+        "$ lsmod | grep nv_peer_mem \nnvidia              39021421  283 nv_peer_mem,nvidia_modeset,nvidia_uvm\n")
+    (tmp_path / "acs.out").write_text("# lspci -vvv | grep ACSCtl \nACSCtl: SrcValid- ... \n")
+    sym = "Two-node (16x A100) all_reduce_perf reaches only ~30 GB/s busbw against ~100 GB/s theoretical for 4x HDR"
+    d = triage([tmp_path], sym)
+    ranked = [c.id for c in d.causes]
+    assert "host.nic_driver_firmware" in ranked[:3]
+    gdr = next(c for c in d.causes if c.id == "host.gdr_unavailable")
+    assert "peermem_loaded" in {a.finding for a in gdr.against}
+    assert "ACS off" in {r.id: r.why for r in d.ruled_out}["host.pcie_acs_iommu"]
+    # without the module and ACS evidence, host staging (no GPUDirect RDMA) is the first suspect, and likelier
+    bare = triage([], sym).causes[0]
+    assert bare.id == "host.gdr_unavailable" and bare.score > gdr.score

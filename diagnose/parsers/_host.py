@@ -126,6 +126,14 @@ class PcieLink(Record):
     max_read_req: int | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcsControl(Record):
+    """An ``ACSCtl:`` line outside any device block: the output of ``lspci -vvv | grep ACSCtl`` (the check the NCCL
+    troubleshooting guide gives). ``enabled`` lists the flags printed with ``+``; the device is not known."""
+
+    enabled: tuple[str, ...]
+
+
 # --------------------------------------------------------------------------------------------- helpers
 
 _BDF_RE = re.compile(r"^(?:(?P<dom>[0-9A-Fa-f]{4,8}):)?(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})\.(?P<fn>[0-7])$")

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._host import PcieLink, norm_bdf, shell_prompt
+from diagnose.parsers._host import AcsControl, PcieLink, norm_bdf, shell_prompt
 from diagnose.parsers._ib import iter_lines
 
 FORMAT = "lspci"
@@ -40,6 +40,7 @@ _SPEED_UNKNOWN_RE = re.compile(r"Speed\s+unknown", re.IGNORECASE)
 _WIDTH_RE = re.compile(r"Width\s+x(?P<width>\d+)(?:\s*\((?P<wnote>[^)]*)\))?")
 _MRR_RE = re.compile(r"MaxReadReq\s+(?P<mrr>\d+)\s+bytes")
 _FIELD_RE = re.compile(r"^\s+(?P<key>LnkCap|LnkSta|ACSCtl|DevCtl):\s*(?P<val>.*)$")
+_GREP_ACS_RE = re.compile(r"^\s*ACSCtl:\s*(?P<val>\S.*)$")  # `lspci -vvv | grep ACSCtl`: no device header
 
 _SNIFF_HDR = re.compile(
     r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [0-9A-Za-z][^:\n]*: \S", re.MULTILINE
@@ -53,7 +54,8 @@ def sniff(head: str) -> int:
     head = head.replace("\r\n", "\n")
     hdrs = len(_SNIFF_HDR.findall(head))
     if not hdrs:
-        return 0
+        acs = sum(1 for ln in head.split("\n") if _GREP_ACS_RE.match(ln))
+        return 80 if acs >= 2 and acs * 2 >= sum(1 for ln in head.split("\n") if ln.strip()) else 0
     caps = len(_SNIFF_CAP.findall(head))
     if caps >= 2:
         return 95
@@ -105,6 +107,10 @@ def _width(val: str) -> tuple[int | None, str | None]:
     return int(m.group("width")), m.group("wnote")
 
 
+def _acs_on(val: str) -> tuple[str, ...]:
+    return tuple(f[:-1] for f in val.split() if f.endswith("+") and len(f) > 1)
+
+
 def _build(d: _Dev, source: str) -> PcieLink:
     cap = d.fields.get("LnkCap", "")
     sta = d.fields.get("LnkSta", "")
@@ -117,7 +123,7 @@ def _build(d: _Dev, source: str) -> PcieLink:
         downgraded = True
     if cap_width is not None and sta_width is not None and 0 < sta_width < cap_width:
         downgraded = True
-    acs = tuple(f[:-1] for f in d.fields.get("ACSCtl", "").split() if f.endswith("+") and len(f) > 1)
+    acs = _acs_on(d.fields.get("ACSCtl", ""))
     return PcieLink(
         source=source,
         line=d.line,
@@ -159,6 +165,12 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 devs.append(dev)
                 in_devctl = False
                 continue
+        g = _GREP_ACS_RE.match(line) if dev is None or line[:1] not in ("\t", " ") else None
+        if g:
+            dev = None
+            records.append(AcsControl(source=source, line=n, text=clip(line), host=cur_host,
+                                      enabled=_acs_on(g.group("val"))))
+            continue
         if line[:1] not in ("\t", " "):
             p = shell_prompt(line)
             if p is not None and p[0]:

@@ -9,6 +9,7 @@ from diagnose.parsers._host import PcieLink
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lspci"
 H100 = "gpud_lspci-vvv_h100_pex890xx_gpu_cx7_excerpt_lines1252-1654.txt"
+SIERRA = "gpud_lspci-vvv_pmc-sierra_switch_acs_excerpt_lines8570-8975.txt"
 
 
 def read(name: str) -> str:
@@ -115,3 +116,26 @@ def test_crlf_and_not_dmesg() -> None:
         "[ 1234.5] mlx5_core 0000:1a:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer\n"
     )
     assert lspci.sniff(dmesg) == 0
+
+
+def test_grep_acsctl_output_is_read_without_its_devices() -> None:
+    # `lspci -vvv | grep ACSCtl` over the real PMC-Sierra capture: the flags survive, the devices do not
+    from diagnose.parsers._host import AcsControl
+
+    grepped = "\n".join(ln for ln in read(SIERRA).split("\n") if "ACSCtl" in ln) + "\n"
+    assert lspci.sniff(grepped) >= 80
+    res = lspci.parse(grepped, "acs.txt")
+    assert all(isinstance(r, AcsControl) for r in res.records) and len(res.records) == 5
+    assert sum(1 for r in res.records if "SrcValid" in r.enabled) == 4
+    assert res.records[0].line == 1
+
+
+def test_a_cut_acsctl_line_under_its_prompt_is_read() -> None:
+    # NVIDIA/nccl-tests#152, verbatim: the prompt and one flag, the rest cut by the reporter
+    res = lspci.parse("# lspci -vvv | grep ACSCtl \nACSCtl: SrcValid- ... \n", "acs.txt")
+    assert [(type(r).__name__, r.line, r.enabled) for r in res.records] == [("AcsControl", 2, ())]
+
+
+def test_an_acsctl_field_inside_a_device_block_stays_the_devices() -> None:
+    res = lspci.parse(read(SIERRA), "lspci.txt")
+    assert not [r for r in res.records if not isinstance(r, PcieLink)]

@@ -112,6 +112,16 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_gdr_missing", {}, re.compile(
         r"(?:not|n't|never) (?:use|using|used|enabl\w*|tak\w*)(?: the)?(?: direct)? (?:GPU[- ]to[- ]NIC (?:RDMA|path)|GPUDirect(?: RDMA)?"
         r"|GDR(?:DMA)?)\b|\b(?:GPUDirect(?: RDMA)?|GDR(?:DMA)?) (?:is |was )?(?:not (?:used|enabled|working|active)|missing)", _I)),
+    # the report says the GPUDirect RDMA pieces are in place ("GPUDirect RDMA is loaded", "nv_peer_mem is
+    # loaded"): the commonest reason for host-staged traffic is then excluded (being loaded is not being used:
+    # the NIC's distance from the GPU or ACS can still keep NCCL off GDR)
+    ("context_gdr_present", {}, re.compile(
+        r"\b(?:GPUDirect(?: RDMA)?|GDR(?:DMA)?|nv_peer_mem\w*|nvidia[-_]peermem)(?: (?:kernel )?module)? (?:is|was|are|were)"
+        r" (?:already |properly |correctly )?(?:loaded|enabled|active|in use|installed and loaded)\b", _I)),
+    # the report says PCIe ACS is off ("ACS is disabled", "disabled ACS in the BIOS")
+    ("context_acs_off", {}, re.compile(
+        r"\bACS(?: \w+){0,2} (?:is|was|are|were|has been|have been) (?:already )?(?:disabled|off|turned off)\b"
+        r"|\b(?:disabled|turned off) (?:the )?(?:PCIe )?ACS\b", _I)),
     # the same test is fast between some pairs of nodes and slow between others: the path, not a node
     ("context_pair_dependent", {}, re.compile(
         r"nodes? \d+ ?(?:\+|and|&|/) ?\d+[^.;]{0,60}?\d+(?:\.\d+)? ?GB/s[^.;]{0,40}?(?:while|but|whereas|vs\.?)[^.;]{0,30}?"

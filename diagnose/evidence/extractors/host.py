@@ -97,6 +97,9 @@ def memlock(ctx: Context) -> list[Finding]:
     return out
 
 
+_PEERMEM = frozenset({"nvidia_peermem", "nv_peer_mem"})
+
+
 @extractor
 def peermem(ctx: Context) -> list[Finding]:
     pm = ctx.frame("PeermemEvent")
@@ -118,9 +121,9 @@ def peermem(ctx: Context) -> list[Finding]:
             names = set(grp["name"])
             if "nvidia" not in names:
                 continue  # not a GPU node's module list
-            peer = grp[grp["name"].isin(["nvidia_peermem", "nv_peer_mem"])]
+            peer = grp[grp["name"].isin(sorted(_PEERMEM))]
             if peer.empty:  # a filtered paste (`lsmod | grep nvidia`) shows the module only as a user of nvidia
-                users = grp["used_by"].map(lambda u: bool({"nvidia_peermem", "nv_peer_mem"}.intersection(u or ())))
+                users = grp["used_by"].map(lambda u: bool(_PEERMEM.intersection(u or ())))
                 peer = grp[users]
             hname = sval(grp["host"].iloc[0])
             if len(grp) < 3 and peer.empty:
@@ -133,6 +136,8 @@ def peermem(ctx: Context) -> list[Finding]:
                     grp[grp["name"] == "nvidia"], Location(host=hname),
                 ))
             else:
-                out.append(finding("peermem_loaded", f"{peer.iloc[0]['name']} is loaded"
-                                   f"{' on ' + hname if hname else ''}.", peer, Location(host=hname)))
+                first = peer.iloc[0]
+                name = first["name"] if first["name"] in _PEERMEM else sorted(_PEERMEM.intersection(first["used_by"]))[0]
+                out.append(finding("peermem_loaded", f"{name} is loaded{' on ' + hname if hname else ''}.", peer,
+                                   Location(host=hname)))
     return out

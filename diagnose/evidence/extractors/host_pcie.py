@@ -121,6 +121,22 @@ _IOMMU_FAULT = re.compile(
 )
 
 
+def _acs_grep(ctx: Context) -> list[Finding]:
+    """``lspci -vvv | grep ACSCtl`` (the NCCL troubleshooting guide's check): ACS flags without their devices. A
+    ``SrcValid+`` or a redirect flag on any line means ACS is on somewhere in the tree; all ``-`` is ACS off on the
+    lines pasted (a grep says nothing of where the bridges are, a paste may not hold all of them)."""
+    acs = ctx.frame("AcsControl")
+    if acs.empty:
+        return []
+    on = acs[acs["enabled"].map(lambda t: bool(_ACS_FLAGS.intersection(t or ())))]
+    shown = on if not on.empty else acs
+    flags = sorted({f for t in on["enabled"] for f in _ACS_FLAGS.intersection(t or ())})
+    what = (f"ACS on ({'+, '.join(flags)}+) in {len(on)} of {len(acs)} ACSCtl line(s)" if not on.empty
+            else f"ACS off in all {len(acs)} ACSCtl line(s) shown")
+    return [finding("pcie_acs_listed", f"lspci -vvv | grep ACSCtl: {what}; the devices are not in the paste.",
+                    shown.head(3), Location(host=_one(shown["host"])), {"acs_on": len(on), "lines": len(acs)})]
+
+
 @extractor
 def pcie_acs(ctx: Context) -> list[Finding]:
     """ACS on the PCIe bridges directly above GPUs and NICs; AER ACS violations; IOMMU faults."""
@@ -165,6 +181,7 @@ def pcie_acs(ctx: Context) -> list[Finding]:
                 + (f" on {hosts_label(list(links['hostk']))}." if hosts_label(list(links["hostk"])) else "."),
                 eps.head(3), attrs={"endpoints": placed},
             ))
+    out += _acs_grep(ctx)
     ke = ctx.frame("KernelEvent")
     if not ke.empty:
         viol = ke[(ke["category"] == "pcie_aer") & ke["message"].str.contains(r"\bACSViol\b", na=False)]
