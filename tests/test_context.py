@@ -226,3 +226,14 @@ def test_slow_internode_busbw_with_gdr_in_place_keeps_the_nics_pcie_reads_in_the
     # without the module and ACS evidence, host staging (no GPUDirect RDMA) is the first suspect, and likelier
     bare = triage([], sym).causes[0]
     assert bare.id == "host.gdr_unavailable" and bare.score > gdr.score
+
+
+def test_the_same_gpu_indices_slower_than_the_rest_point_at_their_nic_pairing() -> None:
+    # NVIDIA/nccl#820's setting, as an on-call engineer types it
+    sym = ("On 2 nodes x 8 A100 with 8x 200G IB, eight concurrent per-GPU-index allreduce groups run at different"
+           " speeds: the groups of GPU 0 and GPU 1 take ~0.44 s while the others take ~0.28 s.")
+    assert "context_gpu_index_slow" in _kinds(sym)
+    assert "context_gpu_index_slow" in _kinds("local rank 0,1 only get 10 GB/s while the rest get 20")
+    assert "context_gpu_index_slow" not in _kinds("GPU 0 fails while others work")
+    assert "context_gpu_index_slow" not in _kinds("2 GPUs are slower than 8 GPUs")
+    assert triage([], sym).causes[0].id == "host.topology_misdetect"

@@ -122,6 +122,13 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
     ("context_acs_off", {}, re.compile(
         r"\bACS(?: \w+){0,2} (?:is|was|are|were|has been|have been) (?:already )?(?:disabled|off|turned off)\b"
         r"|\b(?:disabled|turned off) (?:the )?(?:PCIe )?ACS\b", _I)),
+    # some GPU indices (local ranks) are slower than the rest, the same ones on every node: what is per GPU index
+    # is its PCIe path and the NIC NCCL pairs it with (a wrong pairing, a NIC shared by two GPUs); a bad cable or
+    # a straggler is one node's, not the same GPUs everywhere
+    ("context_gpu_index_slow", {}, re.compile(
+        r"\b(?:GPUs?|local[ _]ranks?|devices?|cards?) ?#?\d+(?:\s*(?:,|and|&|/|or)\s*(?:(?:GPU|local[ _]rank|device|card)"
+        r" ?)?#?\d+)+\b(?:[^.;]|\.\d){0,80}?\b(?:slower|slow|takes?|took|lower|less|only)\b(?:[^.;]|\.\d){0,60}?"
+        r"\b(?:while|than|whereas|but|vs\.?)\b[^.;]{0,20}?\b(?:the )?(?:others?|rest|remaining|other (?:GPUs|ranks))\b", _I)),
     # the same test is fast between some pairs of nodes and slow between others: the path, not a node
     ("context_pair_dependent", {}, re.compile(
         r"nodes? \d+ ?(?:\+|and|&|/) ?\d+[^.;]{0,60}?\d+(?:\.\d+)? ?GB/s[^.;]{0,40}?(?:while|but|whereas|vs\.?)[^.;]{0,30}?"
