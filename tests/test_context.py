@@ -237,3 +237,26 @@ def test_the_same_gpu_indices_slower_than_the_rest_point_at_their_nic_pairing() 
     assert "context_gpu_index_slow" not in _kinds("GPU 0 fails while others work")
     assert "context_gpu_index_slow" not in _kinds("2 GPUs are slower than 8 GPUs")
     assert triage([], sym).causes[0].id == "host.topology_misdetect"
+
+
+def test_a_job_that_fails_at_one_gpu_count_and_works_at_another_is_read() -> None:
+    # NVIDIA/nccl#1706's title, verbatim, and the on-call wording of it
+    k = _kinds("./build/all_reduce_perf -b 8 -e 128M -f 2 -g 4 stuck, but it's normal when g=2")
+    assert k["context_gpu_count_dependent"]["counts"] == "2,4"
+    sym = ("Single-node all_reduce_perf with 4 GPUs hangs right after channel/tree setup, while the same test on 2"
+           " GPUs of the same host completes normally.")
+    assert _kinds(sym)["context_gpu_count_dependent"]["single_node"] is True
+    assert "context_gpu_count_dependent" not in _kinds("with 8 GPUs it hangs and with 4 GPUs it also hangs")
+    assert "context_gpu_count_dependent" not in _kinds("2 GPUs are slower than 8 GPUs")
+    ranked = [c.id for c in triage([], sym).causes]
+    assert ranked[0] == "nccl.p2p_or_nvls_config" and "host.pcie_acs_iommu" in ranked[:3]
+
+
+def test_containers_on_several_hosts_bring_their_bridge_network_into_the_differential() -> None:
+    sym = ("Two nodes, 4 GPUs each, each node running the training inside a docker container; the other node fails"
+           " at the first barrier with 'NCCL error ... unhandled system error'")
+    k = _kinds(sym)
+    assert "context_container_multi_node" in k
+    assert "context_container_multi_node" not in _kinds("one node, 8 GPUs, inside a docker container: NCCL error")
+    ranked = [c.id for c in triage([], sym).causes]
+    assert {"nccl.interface_selection", "host.shm_too_small"} <= set(ranked[:3])

@@ -228,6 +228,16 @@ def symptom_context(ctx: Context) -> list[Finding]:
                            "Slow collectives between VMs: the GPU<->NIC traffic crosses the hypervisor's IOMMU and the"
                            " host's PCIe switches.", None, attrs={"said": vm.attrs.get("said", "")},
                            evidence=vm.evidence))
+    if {"context_container", "context_multi_node"} <= kinds:
+        # containers on several hosts: Docker's default bridge network is single-host (Docker docs, "Network
+        # drivers"), so without host networking or an overlay each container has only a private address that the
+        # other hosts cannot reach, and NCCL's bootstrap and socket connections use it
+        ctr = next(f for f in out if f.kind == "context_container")
+        out.append(finding("context_container_multi_node",
+                           "Containers on several hosts: unless they use the host's network, each has only a private"
+                           " bridge address for NCCL's sockets.", None, attrs={"said": ctr.attrs.get("said", "")},
+                           evidence=ctr.evidence))
+    out += _gpu_count_dependent(sym, "context_single_node" in kinds)
     rates = []
     for t in sym["text"].astype(str):
         for m in _RATE.finditer(t):
@@ -236,6 +246,31 @@ def symptom_context(ctx: Context) -> list[Finding]:
         out.append(finding("context_link_rate", f"The report names a {max(rates)} Gb/s fabric.",
                            sym.head(1), attrs={"gbps": max(rates)}))
     return out
+
+
+# "-g 4 hangs, -g 2 is fine", "hangs with 4 GPUs, the same test on 2 GPUs completes": one job size fails, another works
+_GPU_COUNT = re.compile(r"\b(\d{1,3}) ?(?:x ?)?(?:GPUs?|ranks?|processes|procs)\b|(?:^|\s)-g ?(\d{1,3})\b|\bg ?= ?(\d{1,3})\b"
+                        r"|\b(?:nproc[-_]per[-_]node|np)[ =](\d{1,3})\b", _I)
+_COUNT_FAILS = re.compile(r"\b(?:hang\w*|hung|stuck|fail\w*|freez\w*|froze|crash\w*|deadlock\w*|time[sd]? out|timed out"
+                          r"|errors? out)\b", _I)
+_COUNT_WORKS = re.compile(r"(?<!not )(?<!n't )\b(?:works?|worked|normal(?:ly)?|fine|completes?|completed|succeeds?|succeeded"
+                          r"|passe[sd]|runs? through|no problem)\b", _I)
+
+
+def _gpu_count_dependent(sym: pd.DataFrame, single_node: bool) -> list[Finding]:
+    """The report says the job fails at one size and works at another on the same host(s) ("all_reduce_perf with
+    4 GPUs hangs, with 2 GPUs it completes"): the GPUs a larger job adds bring in paths and algorithms a smaller one
+    does not use (peer pairs across PCIe switches or sockets, NVLS, trees), so the intra-node transports and the
+    peer paths are the suspects, not the network or the code."""
+    for idx, t in sym["text"].astype(str).items():
+        for sent in re.split(r"(?<=[.;!?])\s+", t):
+            counts = {next(g for g in m.groups() if g) for m in _GPU_COUNT.finditer(sent)}
+            if len(counts) >= 2 and _COUNT_FAILS.search(sent) and _COUNT_WORKS.search(sent):
+                return [finding("context_gpu_count_dependent",
+                                f"The report says the job fails at one size and works at another: '{sent[:160]}'.",
+                                sym.loc[[idx]], attrs={"said": sent[:160], "counts": ",".join(sorted(counts, key=int)),
+                                       "single_node": single_node})]
+    return []
 
 
 def _slow_said(sym: pd.DataFrame) -> bool:
