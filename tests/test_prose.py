@@ -121,3 +121,20 @@ def test_runs_of_tool_lines_are_no_paragraph(case: str, name: str) -> None:
     lines = text.split("\n")
     # (a tool's line that reads as a sentence, a torchrun warning, stays a sentence of its own)
     assert all(r.text == lines[r.line - 1] for r in prose_records(text, name))
+
+
+def test_a_long_sentence_without_function_words_is_still_prose_and_a_log_line_is_not() -> None:
+    report = _lines("139-kernel-7-0-regression-reg-mr-enomem", "report.txt")
+    assert is_prose(report[0])  # "On three GB10 systems connected directly over QSFP/RoCE, startup fails with kernel ..."
+    assert not is_prose(_lines("139-kernel-7-0-regression-reg-mr-enomem", "nccl.log")[0])
+    assert not is_prose("NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory on the device")
+
+
+def test_a_failure_tied_to_a_kernel_release_weighs_the_rdma_stack_in_the_kernel() -> None:
+    case = FIELD / "139-kernel-7-0-regression-reg-mr-enomem"
+    kinds = {f.kind for f in gather([case], "NCCL startup fails with ibv_reg_mr Cannot allocate memory").findings}
+    assert "context_kernel_tied" in kinds
+    for said in ("after upgrading the kernel to 6.8 NCCL hangs", "NCCL fails on kernel 5.15"):
+        assert "context_kernel_tied" in {f.kind for f in gather([], said).findings}
+    for said in ("the job fails with kernel parameter iommu=pt set", "a kernel module failed to load"):
+        assert "context_kernel_tied" not in {f.kind for f in gather([], said).findings}

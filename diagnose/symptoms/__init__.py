@@ -98,13 +98,17 @@ _MARKUP = re.compile(r"\*\*|__|`+|^\s*(?:[-*+>]|\d+[.)])\s+")  # markdown emphas
 _JOINING_WORDS = re.compile(r"\b(?:of|on|in|to|with|for|and|or|a|an|your|you|from|by|as|at|so|all)\b", re.I)
 
 
+_FAILING = re.compile(r"\b(?:fails|failed|failing|hangs|hung|crashes|crashed|freezes|stalls|stalled)\b")
+
+
 def _demark(s: str) -> str:
     return _MARKUP.sub("", s)
 
 
 def is_prose(line: str) -> bool:
-    """A sentence a person wrote: six or more words, three in four of them alphabetic, two function words
-    (markdown emphasis, code ticks and bullet marks aside)."""
+    """A sentence a person wrote: six or more words, three in four of them alphabetic, two function words, or in
+    ten or more words one function word or verb of failure and two joining words (markdown emphasis, code ticks and
+    bullet marks aside)."""
     s = line.strip()
     if len(s) < 24 or len(s) > 4000 or _LOG_SHAPED.search(s):
         return False
@@ -112,7 +116,10 @@ def is_prose(line: str) -> bool:
     toks = s.split()
     if len(toks) < 6 or sum(1 for t in toks if _WORD.match(t.lstrip("('\"`"))) * 4 < len(toks) * 3:
         return False
-    return len(_FUNCTION_WORDS.findall(s)) >= 2
+    fn = len(_FUNCTION_WORDS.findall(s))
+    # a longer sentence can do without them ("On three GB10 systems connected over RoCE, startup fails with kernel
+    # 7.0:"): a verb of failure and two joining words in ten or more words
+    return fn >= 2 or (len(toks) >= 10 and fn + len(_FAILING.findall(s)) >= 1 and len(_JOINING_WORDS.findall(s)) >= 2)
 
 
 def _is_paragraph(text: str) -> bool:

@@ -66,6 +66,14 @@ FACTS: tuple[tuple[str, dict[str, object], re.Pattern[str]], ...] = (
         r"after (?:an? )?(?:upgrad|updat|mov|switch)\w*|since (?:upgrad|updat)\w*|worked (?:fine )?(?:with|on|in|before)"
         r"|used to work|(?:upgrad|updat)\w* (?:to|from) (?:NCCL|CUDA|torch|PyTorch|driver|the driver|OFED|\d)"
         r"|downgrad\w*|regression|newer (?:NCCL|version|driver)", _I)),
+    # the report ties the failure to a kernel release ("startup fails with kernel 7.0.0-1019", "after upgrading the
+    # kernel"): the RDMA stack under NCCL and MPI (ib_core, mlx5_ib, peer memory, page pinning) is kernel code
+    ("context_kernel_tied", {}, re.compile(
+        r"\b(?:fail|hang|crash|break|broke|error|stuck|regress)\w*(?:[^.;]|\.\d){0,40}?\b(?:with|on|under|after|since)"
+        r" (?:the )?(?:new |newer |latest |HWE |updated |upgraded )?(?:Linux )?kernel\b(?! parameter| module)"
+        r"|\b(?:after|since) (?:we |I )?(?:upgrad|updat|mov|switch|boot)\w* (?:in)?to (?:the |a )?(?:new |newer |HWE )?"
+        r"(?:Linux )?kernel\b|\b(?:after|since) (?:we |I )?(?:upgrad|updat)\w* (?:the |our )?(?:Linux |host )?kernel\b"
+        r"|\bkernel (?:upgrade|update)\b", _I)),
     # GPU-to-GPU copies inside one machine: P2P tests, and DataParallel, which scatters inputs and replicates the
     # model with peer copies from the first GPU to the others at every step
     ("context_p2p_path", {}, re.compile(
