@@ -15,8 +15,8 @@ CASES = sorted(p.parent for p in FIELD.glob("*/expect.yaml"))
 KEYS = {"id", "source", "url", "title", "symptom", "root_cause", "acceptable", "location", "resolution",
         "confirmation", "difficulty"}
 # the figures of the README's accuracy section, as floors: a change that loses field cases fails here
-TOP1_FLOOR = 0.94
-TOP3_FLOOR = 0.97
+TOP1_FLOOR = 0.95
+TOP3_FLOOR = 0.98
 
 
 def test_the_corpus_holds_the_real_cases() -> None:
