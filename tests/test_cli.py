@@ -160,3 +160,40 @@ def test_rules_lint_names_file_and_line_of_a_malformed_rule(tmp_path: Path) -> N
 def test_rules_lint_is_clean_on_the_shipped_catalog() -> None:
     r = run("rules", "lint")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_nothing_recognised_exits_2_after_printing_the_files(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("lunch at noon\n")
+    r = run("triage", str(tmp_path), "--format", "json")
+    assert r.returncode == 2 and "nothing in the input was recognised" in r.stderr
+    assert json.loads(r.stdout)["files"][0]["format"] == "unknown"
+    # a symptom is evidence: the same folder with one is a normal run
+    assert run("triage", str(tmp_path), "--symptom", "NCCL WARN NET/IB : No device found").returncode == 0
+
+
+def test_fail_on_gates_a_script_on_the_verdict() -> None:
+    bundle = str(ROOT / "fixtures" / "link" / "bad_cable" / "positive-symbol-errors-rising")
+    assert run("triage", bundle, "--fail-on", "confirmed", "--format", "json").returncode == 3
+    healthy = sorted((ROOT / "fixtures" / "healthy").iterdir())[0]
+    assert run("triage", str(healthy), "--fail-on", "confirmed", "--format", "json").returncode == 0
+    assert run("triage", bundle, "--fail-on", "maybe").returncode == 2
+
+
+def test_version_help_and_global_options_after_the_subcommand() -> None:
+    v = run("--version")
+    assert v.returncode == 0 and v.stdout.startswith("diagnose ") and "rules matched by" in v.stdout
+    assert run("-h").returncode == 0 and "Usage" in run("-h").stdout
+    assert run("triage", "-h").returncode == 0
+    r = run("playbook", "host.gdr_unavailable", "--log-level", "debug")
+    assert r.returncode == 0 and "GPUDirect" in r.stdout
+    assert run("--log-level=info", "playbook", "host.gdr_unavailable").returncode == 0
+
+
+def test_piped_text_uses_columns_else_100(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text(NCCL_LINES)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "triage", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert r.returncode == 0 and max(len(ln) for ln in r.stdout.splitlines()) <= 100
+    wide = run("triage", str(tmp_path))
+    assert max(len(ln) for ln in wide.stdout.splitlines()) > 100

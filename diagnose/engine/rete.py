@@ -8,19 +8,42 @@ order durable-rules fires actions in.
 
 No ``durable.lang.Host`` is used: it starts timer threads that dispatch in the background. A private
 ``engine.Ruleset`` is built per run and its actions are flushed synchronously.
+
+Where durable-rules cannot be imported (a source package with a C extension: no compiler on the image, or a
+CPython it does not build on), :mod:`diagnose.engine.pymatch` evaluates the same compiled conditions with the same
+semantics; ``DIAGNOSE_ENGINE=python`` chooses it explicitly. :data:`ENGINE` names the matcher in use.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from durable import engine as _dr
-
+from diagnose.engine import pymatch
 from diagnose.models.diagnosis import Finding
 from diagnose.models.rule import Clause, ExpectClause, RuleSpec
+
+
+def _load_durable():  # type: ignore[no-untyped-def]
+    if os.environ.get("DIAGNOSE_ENGINE", "").strip().lower() == "python":
+        return None, "python matcher (DIAGNOSE_ENGINE=python)"
+    try:
+        from durable import engine as dr
+    except Exception as exc:  # noqa: BLE001 - ImportError, or an undefined C symbol on a newer CPython
+        return None, f"python matcher (durable-rules unavailable: {type(exc).__name__}: {str(exc)[:120]})"
+    try:
+        from importlib.metadata import version
+
+        v = version("durable-rules")
+    except Exception:  # noqa: BLE001
+        v = "?"
+    return dr, f"durable-rules {v}"
+
+
+_dr, ENGINE = _load_durable()
 
 _CATCH_ALL = "__any__"
 _counter = itertools.count()
@@ -115,6 +138,8 @@ def match(specs: list[RuleSpec], findings: list[Finding], thresholds: dict[str, 
     not asserted at all.
     """
     groups = _by_kind(specs, thresholds)
+    if _dr is None:
+        return _match_python(groups, findings)
     hits: set[Match] = set()
     with _lock:
         rulesets: dict[str, _dr.Ruleset] = {}
@@ -152,4 +177,19 @@ def match(specs: list[RuleSpec], findings: list[Finding], thresholds: dict[str, 
                     _dr.durable_rules_engine.delete_ruleset(rs._handle)
                 except Exception:  # noqa: BLE001 - best effort cleanup
                     pass
+    return sorted(hits)
+
+
+def _match_python(groups: dict[str, dict[str, object]], findings: list[Finding]) -> list[Match]:
+    """The same matches through :mod:`diagnose.engine.pymatch` (no durable-rules)."""
+    hits: set[Match] = set()
+    for n, f in enumerate(findings):
+        definition = groups.get(f.kind)
+        if definition is None:
+            continue
+        fact = _fact(n, f)
+        for rname, cond in definition.items():
+            if pymatch.holds(cond["all"][0]["m"], fact):  # type: ignore[index]
+                rule_id, clause_id = rname.split("|", 1)
+                hits.add(Match(rule_id, clause_id, f.id))
     return sorted(hits)

@@ -149,6 +149,9 @@ def report(
                                                                   "DIAGNOSE_DATA_DIR.")] = None,
 ) -> None:
     """Per cause: how often it was ranked first and rated right/wrong; confusions; top-1 accuracy."""
+    from diagnose.interfaces.service_cli import need_service
+
+    need_service()
     from diagnose.service.settings import load_settings
 
     if not structlog.is_configured():

@@ -7,6 +7,7 @@ error; 2 usage errors (missing path, nothing readable, unknown cause id, bad opt
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from enum import Enum
@@ -26,7 +27,9 @@ from diagnose.interfaces.chat_cli import feedback_app
 from diagnose.interfaces.service_cli import bench_hooks, incidents_app, serve
 from diagnose.logging_setup import configure
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Diagnose the GPU-cluster communication layer.")
+_CTX = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings=_CTX,
+                  help="Diagnose the GPU-cluster communication layer.")
 rules_app = typer.Typer(no_args_is_help=True, help="The rule catalog.")
 app.add_typer(rules_app, name="rules")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (speed is measured here, never asserted in tests).")
@@ -61,15 +64,56 @@ def _catalog() -> Catalog:
     return cat
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from diagnose.engine.rete import ENGINE
+
+        typer.echo(f"diagnose {__version__} (rules matched by {ENGINE}; Python {sys.version.split()[0]})")
+        raise typer.Exit(0)
+
+
+# options of the whole program, accepted after the subcommand too (`diagnose triage b/ --log-level debug`)
+_GLOBAL_OPTS = ("--log-level", "--log-format")
+
+
+def _hoist_global_options(argv: list[str]) -> list[str]:
+    """Move the program's own options to the front, wherever they were typed (a value ``--opt v`` or
+    ``--opt=v``; a bare ``--`` ends the options)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest += argv[i:]
+            break
+        name = a.split("=", 1)[0]
+        if name in _GLOBAL_OPTS:
+            if "=" in a:
+                front.append(a)
+            elif i + 1 < len(argv):
+                front += [a, argv[i + 1]]
+                i += 1
+            else:
+                rest.append(a)
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest
+
+
+class FailOn(str, Enum):
+    confirmed = "confirmed"
+    inconclusive = "inconclusive"
+
+
 @app.callback()
 def _root(
     log_format: Annotated[str, typer.Option(help="Log format on stderr: console or json.")] = "console",
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "warning",
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
+                                          help="Print the version and the rule matcher in use, and exit.")] = False,
 ) -> None:
-    if version:
-        typer.echo(__version__)
-        raise typer.Exit(0)
     if log_format not in ("console", "json"):
         _fail("--log-format must be console or json")
     configure(log_format, log_level)
@@ -107,8 +151,13 @@ def triage(
     fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text, json or markdown.")] = Fmt.text,
     max_file_size: Annotated[int, typer.Option(help="MiB read per file; larger files are read head and tail.")] = 64,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show all evidence lines.")] = False,
+    fail_on: Annotated[FailOn | None, typer.Option(
+        "--fail-on", help="Exit 3 when a cause at this level is found: confirmed, or inconclusive (confirmed or"
+                          " inconclusive), for scripts and CI gates.")] = None,
 ) -> None:
-    """Rank the likely root causes in a bundle, with evidence and playbooks."""
+    """Rank the likely root causes in a bundle, with evidence and playbooks.
+
+    Exit codes: 0 ran; 2 usage error or nothing in the input recognised (no symptom given); 3 --fail-on matched."""
     from diagnose.pipeline import triage as run
     from diagnose.render import render_json, render_markdown, render_text
 
@@ -125,16 +174,34 @@ def triage(
     except BundleError as exc:
         _fail(str(exc))
         return
-    if not any(f.records for f in d.files) and not symptom:
-        err.print("[yellow]warning:[/] no file in the input was recognised; see the files table", highlight=False)
+    nothing = not any(f.records for f in d.files) and not symptom
     if fmt is Fmt.json:
         sys.stdout.write(render_json(d))
     elif fmt is Fmt.markdown:
         sys.stdout.write(render_markdown(d))
     else:
         tty = sys.stdout.isatty()
-        width = Console().width if tty else 160
-        sys.stdout.write(render_text(d, width=width, color=tty, verbose=verbose))
+        sys.stdout.write(render_text(d, width=_width(tty), color=tty, verbose=verbose))
+    sys.stdout.flush()
+    if nothing:
+        # the README's promise: nothing readable is a usage error, not a clean bill of health
+        err.print(f"nothing in the input was recognised ({len(d.files)} file(s), none in a known format); see the"
+                  " files table", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    levels = {FailOn.confirmed: {"confirmed"}, FailOn.inconclusive: {"confirmed", "inconclusive"}}
+    if fail_on is not None and any(c.verdict in levels[fail_on] for c in d.causes):
+        raise typer.Exit(3)
+
+
+def _width(tty: bool) -> int:
+    """The terminal's width; piped, $COLUMNS when set, else 100."""
+    if tty:
+        return Console().width
+    try:
+        cols = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        cols = 0
+    return cols if 40 <= cols <= 1000 else 100
 
 
 @app.command()
@@ -447,7 +514,7 @@ def simulate(
 def main() -> None:
     configure("console", "warning")  # until the root callback applies --log-format/--log-level
     try:
-        code = app(standalone_mode=False)
+        code = app(args=_hoist_global_options(sys.argv[1:]), prog_name="diagnose", standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except KeyboardInterrupt:
         err.print("interrupted")

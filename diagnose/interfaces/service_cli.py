@@ -11,11 +11,12 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path  # noqa: TC003 - typer evaluates annotations at run time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from diagnose.service.settings import Settings
+if TYPE_CHECKING:
+    from diagnose.service.settings import Settings
 
 # the ClickException typer itself catches (recent typer releases vendor their own click)
 _ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -38,9 +39,21 @@ class ShowFmt(str, Enum):
     markdown = "markdown"
 
 
+def need_service() -> None:
+    """The service's packages are an extra (``pip install 'diagnose[service]'``): say so instead of a traceback."""
+    import importlib.util
+
+    missing = [m for m in ("fastapi", "uvicorn", "pydantic_settings", "httpx", "prometheus_client")
+               if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ServiceCliError(f"the incident service needs the 'service' extra ({', '.join(missing)} not installed):"
+                              " pip install -e '.[service]' (or 'diagnose[service]')")
+
+
 def _settings(config: Path | None, **overrides: Any) -> Settings:
     """Settings from the environment and ``config`` (an env file) when given; CLI flags win."""
-    from diagnose.service.settings import load_settings
+    need_service()
+    from diagnose.service.settings import Settings, load_settings
 
     if config is not None:
         if not config.is_file():
@@ -67,6 +80,7 @@ def serve(
                                                      "or ./diagnose.env).")] = None,
 ) -> None:
     """Run the incident service: webhooks in, diagnoses stored and posted back, /healthz and /metrics."""
+    need_service()
     import uvicorn
 
     from diagnose.service.app import create_app
@@ -93,6 +107,7 @@ def incidents_list(
     config: Annotated[Path | None, typer.Option(help="Env file with DIAGNOSE_* settings.")] = None,
 ) -> None:
     """List incidents, newest first, with their status and top cause."""
+    need_service()
     from diagnose.service.app import incident_json
 
     if status is not None and status not in ("open", "diagnosing", "diagnosed", "resolved", "failed"):
@@ -145,6 +160,7 @@ def incidents_show(
     config: Annotated[Path | None, typer.Option(help="Env file with DIAGNOSE_* settings.")] = None,
 ) -> None:
     """Show one incident and its diagnosis (json: the incident with the triage JSON under 'diagnosis')."""
+    need_service()
     from diagnose.models.diagnosis import Diagnosis
     from diagnose.render import render_markdown, render_text
     from diagnose.service.app import incident_json
@@ -179,6 +195,7 @@ def bench_hooks(
     fmt: Annotated[ListFmt, typer.Option("--format", "-f", help="text or json.")] = ListFmt.text,
 ) -> None:
     """Webhook intake under a burst: authenticated Alertmanager webhooks to a real server on loopback."""
+    need_service()
     from diagnose.service.bench import run_hook_bench, table
 
     if n < 1 or concurrency < 1:
