@@ -154,3 +154,100 @@ def test_measured_tables_win_over_the_configuration() -> None:
     opts = conf(("qos", "TRUE"), ("qos_vlarb_low", "0:64,2:64"))
     f = kinds(ib_qos_path(ctx_of(env("1"), *opts, *sl2vl(3, 33), *vlarb(3, 33, WITH_VL1, HIGH))))
     assert set(f) == {"ib_sl_vl_ok"} and f["ib_sl_vl_ok"].attrs["source"] == "measured"
+
+
+# --------------------------------------------------------------------------------------------- qos-policy.conf
+
+
+def policy(text: str) -> list:
+    from diagnose.parsers import qos_policy
+
+    res = qos_policy.parse(text, "qos-policy.conf", host="sm01")
+    assert not res.problems, res.problems
+    return res.records
+
+
+def pctx(*records: object, formats: tuple[str, ...] = ("qos_policy", "opensm_conf")) -> Context:
+    return Context(frames=build_frames(list(records)), formats=set(formats))  # type: ignore[arg-type]
+
+
+ULPS_SL1 = "qos-ulps\n    default  : 1 # default SL\n    ipoib    : 1\nend-qos-ulps\n"
+STARVE_VL1 = (("qos", "TRUE"), ("qos_vlarb_high", "4:64"), ("qos_vlarb_low", "0:64,2:64,3:32"))
+SERVE_VL1 = (("qos", "TRUE"), ("qos_vlarb_high", "4:64"), ("qos_vlarb_low", "0:64,1:64,2:64,3:32"))
+
+
+def test_policy_default_sl_on_a_vl_without_weight_starves_a_job_without_nccl() -> None:
+    # no NCCL in the bundle: the job's connections get the SL the SA hands out, qos-ulps default : 1
+    st = kinds(ib_qos_path(pctx(*conf(*STARVE_VL1), *policy(ULPS_SL1))))["ib_sl_starved_vl"]
+    assert {k: st.attrs[k] for k in ("sl", "vl", "reason", "sl_set", "source", "sl_source", "sa_sl")} == {
+        "sl": 1, "vl": 1, "reason": "zero_weight", "sl_set": False, "source": "opensm.conf",
+        "sl_source": "qos-policy.conf", "sa_sl": 1}
+    assert "SA PathRecord queries get" in st.summary and "NCCL would use NCCL_IB_SL" in st.summary
+    assert any(e.file == "qos-policy.conf" and e.line == 2 for e in st.evidence)
+    assert any(e.file == "opensm.conf" and e.line == 3 for e in st.evidence)
+
+
+def test_policy_default_sl_on_a_weighted_vl_is_served() -> None:
+    ok = kinds(ib_qos_path(pctx(*conf(*SERVE_VL1), *policy(ULPS_SL1))))
+    assert set(ok) == {"ib_sl_vl_ok"}
+    assert {k: ok["ib_sl_vl_ok"].attrs[k] for k in ("sl", "vl", "min_weight", "sl_source")} == {
+        "sl": 1, "vl": 1, "min_weight": 64, "sl_source": "qos-policy.conf"}
+
+
+def test_the_default_qos_level_wins_over_the_ulps_default() -> None:
+    text = ULPS_SL1 + "qos-levels\n  qos-level\n    name: default\n    sl: 2\n  end-qos-level\nend-qos-levels\n"
+    ok = kinds(ib_qos_path(pctx(*conf(*STARVE_VL1), *policy(text))))["ib_sl_vl_ok"]
+    assert ok.attrs["sl"] == 2 and ok.attrs["sa_sl"] == 2  # VL 2: low weight 64
+    assert "qos-level DEFAULT, line 8" in ok.summary
+
+
+def test_an_nccl_job_keeps_nccl_ib_sl_and_the_starved_sa_sl_is_only_said() -> None:
+    # NCCL takes NCCL_IB_SL (unset: 0) whatever the SA gives: VL 0 is weighted; the SA's SL 1 is not
+    nccl = EnvSetting(source="job.log", line=1, text="NCCL_DEBUG=INFO", host="gpu-1", name="NCCL_DEBUG",
+                      value="INFO", origin="env_dump")
+    f = kinds(ib_qos_path(pctx(nccl, *conf(*STARVE_VL1), *policy(ULPS_SL1))))
+    assert set(f) == {"ib_sl_vl_ok"}
+    ok = f["ib_sl_vl_ok"]
+    assert (ok.attrs["sl"], ok.attrs["sl_source"], ok.attrs["sa_sl"]) == (0, "NCCL default", 1)
+    assert "get SL 1" in ok.summary and "neither VLArb table gives a weight" in ok.summary
+    assert "NCCL uses NCCL_IB_SL (default 0) and never asks the SA" in ok.summary
+    st = kinds(ib_qos_path(pctx(env("1"), *conf(*STARVE_VL1), *policy(ULPS_SL1))))["ib_sl_starved_vl"]
+    assert (st.attrs["sl"], st.attrs["sl_set"], st.attrs["sl_source"]) == (1, True, "NCCL_IB_SL")
+
+
+SETUP_STARVES_VL1 = """qos-setup
+    vlarb-tables
+        vlarb-scope
+            group: Compute
+            vlarb-high: 4:64
+            vlarb-low: 0:64,2:64,3:32
+        end-vlarb-scope
+    end-vlarb-tables
+end-qos-setup
+qos-ulps
+    default : 1
+end-qos-ulps
+"""
+
+
+def test_qos_setup_tables_do_not_stand_in_for_opensm_conf() -> None:
+    # OpenSM parses qos-setup and ignores it: opensm.conf's tables (VL 1 weighted) are what the ports get
+    ok = kinds(ib_qos_path(pctx(*conf(*SERVE_VL1), *policy(SETUP_STARVES_VL1))))
+    assert set(ok) == {"ib_sl_vl_ok"}
+    got = ok["ib_sl_vl_ok"]
+    assert got.attrs["policy_setup_ignored"] is True and got.attrs["source"] == "opensm.conf"
+    assert "parsed and ignored by OpenSM" in got.summary
+    assert any(e.file == "qos-policy.conf" and e.line == 6 for e in got.evidence)
+
+
+def test_policy_with_qos_off_or_not_in_the_formats_changes_nothing() -> None:
+    assert ib_qos_path(pctx(*conf(("qos", "FALSE")), *policy(ULPS_SL1))) == []
+    # without the qos_policy format the policy's tables are not read (the fabric lane's declared reads)
+    f = kinds(ib_qos_path(pctx(*conf(*STARVE_VL1), *policy(ULPS_SL1), formats=("opensm_conf",))))
+    assert set(f) == {"ib_sl_vl_ok"} and "sl_source" not in f["ib_sl_vl_ok"].attrs
+
+
+def test_measured_tables_still_win_and_take_the_policy_sl_for_a_job_without_nccl() -> None:
+    ctx = pctx(*sl2vl(3, 33), *vlarb(3, 33, NO_VL1, HIGH), *conf(*SERVE_VL1), *policy(ULPS_SL1))
+    st = kinds(ib_qos_path(ctx))["ib_sl_starved_vl"]
+    assert (st.attrs["source"], st.attrs["sl"], st.attrs["sl_source"]) == ("measured", 1, "qos-policy.conf")

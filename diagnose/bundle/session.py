@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "env": "env", "printenv": "env", "export": "env", "ibdev2netdev": "ibdev2netdev", "iblinkinfo": "iblinkinfo",
     "ibnetdiscover": "ibnetdiscover", "sminfo": "sminfo", "ethtool": "ethtool", "mlxlink": "mlxlink",
     "ibqueryerrors": "ibqueryerrors", "dcgmi": "dcgmi", "rdma": "rdma_statistic", "smpquery": "smpquery",
+    "saquery": "saquery",
     "ibportstate": "smpquery",
     "ibswitches": "ibnodes", "ibhosts": "ibnodes", "ibnodes": "ibnodes", "ibrouters": "ibnodes",
     "ibroute": "ibroute", "dump_lfts.sh": "ibroute", "dump_lfts": "ibroute", "dump_fts": "ibroute",
@@ -71,7 +72,9 @@ def command_format(cmd: str, args: str) -> str | None:
     if base in ("nvidia-smi", "nvidia_smi"):
         return _nvidia_smi(args)
     if base in ("cat", "less", "more", "tail", "head"):  # `cat /sys/.../ib/...`, `cat /etc/nccl.conf`
-        return "opensm_partitions" if re.search(r"(?:^|[\s/])partitions\.conf\b", args) else None
+        if re.search(r"(?:^|[\s/])partitions\.conf\b", args):
+            return "opensm_partitions"
+        return "qos_policy" if re.search(r"(?:^|[\s/])qos-policy\.conf\b", args) else None
     if base == "git" and not re.match(r"\s*(?:-[Cc]\s+\S+\s+|-\S+\s+)*(?:log|show|diff|whatchanged)\b", args):
         return None  # git status, git pull, ...: not a change listing
     if base == "lspci" and re.search(r"(?:^|\s)-[A-Za-z]*t", args):  # lspci -t / -tv / -vt: the tree, not -vvv

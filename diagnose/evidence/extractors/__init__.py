@@ -23,7 +23,9 @@ FABRIC_LANE_READS = frozenset({
     "CudaError", "EnvSetting", "FreeText", "IbPort", "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn", "PeermemEvent",
     "PgError", "PortInfo", "SmEvent", "SmInfo", "ToolError", "ToolMessage", "WatchdogTimeout",
     "NcclTestsRank", "NcclTestsRow", "NcclTestsRun",  # adaptive_routing: the scaling curve
-    "Sl2VlEntry", "VlArbEntry", "SmConfigOption",  # these three: qos_path
+    "Sl2VlEntry", "VlArbEntry", "SmConfigOption",  # qos_path, and the qos-policy.conf records it reads:
+    "QosLevel", "QosUlp", "QosVlArbScope", "QosSl2VlScope",
+    "SaPath",  # sa_paths (it names the ends through the fabric's nodes)
     "PkeyEntry", "PartitionMember", "LftEntry"})  # partitions (LftEntry: the names it reads)
 
 

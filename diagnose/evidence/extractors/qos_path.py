@@ -10,7 +10,23 @@ the OpenSM options that program them (``qos``, ``qos[_ca|_swe|_sw2sw]_sl2vl`` / 
 ``_high_limit`` in ``opensm.conf``, read as ``SmConfigOption`` rows) stand in, OpenSM's hard-coded defaults filling
 the options left unset (``doc/qos-config.txt``).
 
-Findings (all with ``sl``, ``sl_set``: whether ``NCCL_IB_SL`` was set, ``source``: ``measured`` | ``opensm.conf``):
+OpenSM's QoS policy file (``qos-policy.conf``, :mod:`diagnose.parsers.qos_policy`) does not replace any of these:
+its ``qos-setup`` section (``vlarb-tables`` / ``sl2vl-tables`` per port group) is parsed and ignored, the ports are
+programmed from the ``opensm.conf`` options only (linux-rdma/opensm ``doc/QoS_management_in_OpenSM.txt`` section
+2.II and its example's ``qos-setup`` comment; ``opensm/osm_qos.c`` ``osm_qos_setup`` builds every port's tables from
+``opt.qos_*_options``; NVIDIA's MLNX_OFED manual: "not supported in OFED"). Precedence, then: measured tables, else
+``opensm.conf`` (and OpenSM's defaults), never ``qos-setup``; a finding says so when the policy holds such tables.
+What the policy does decide is the SL of SA PathRecord queries: the ``DEFAULT`` qos-level, else ``qos-ulps``
+``default : N``, for a query no rule matches (``osm_qos_policy.c``), read by OpenSM only with ``qos`` on. That is
+the SL of traffic whose paths come from the SA (IPoIB, rdma_cm connections, an MPI that asks the SA for paths);
+NCCL sets ``NCCL_IB_SL`` (default 0) on its QPs itself and never asks the SA (doc section 6.6: OpenSM forces no SL on
+MPI either). So the job's SL is ``NCCL_IB_SL``; unset, it is 0 when the bundle shows an NCCL job (an NCCL log or
+``NCCL_*`` setting) and the policy's default SL when it shows none (``sl_source`` ``qos-policy.conf``).
+
+Findings (all with ``sl``, ``sl_set``: whether ``NCCL_IB_SL`` was set, ``source``: ``measured`` | ``opensm.conf``,
+where the tables judged come from; with a ``qos-policy.conf`` in the bundle also ``sl_source``: ``NCCL_IB_SL`` |
+``NCCL default`` | ``qos-policy.conf`` | ``default``, ``sa_sl``: the SL the policy gives SA path queries, and
+``policy_setup_ignored``: whether it holds ``qos-setup`` tables, which OpenSM does not program):
 
 * ``ib_sl_starved_vl``: on ``ports`` of the ``ports_checked`` egress ports the job's VL ``vl`` has no weight
   (``weight`` 0 in both tables, ``table`` ``none``), is VL 15 (``reason`` ``dropped``), or sits only in the low
@@ -27,6 +43,8 @@ Switch output port 0 (the management port) carries none of the job's traffic and
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -47,6 +65,10 @@ TARGETS = {"ca": "HCA ports", "swe": "switch external ports", "sw2sw": "switch-t
 # the option prefixes a port class reads, most specific first (qos_sw2sw_* is MLNX OpenSM's: a switch-to-switch
 # port is an external port, so upstream OpenSM programs it from qos_swe_*)
 CHAIN = {"ca": ("qos_ca_", "qos_"), "swe": ("qos_swe_", "qos_"), "sw2sw": ("qos_sw2sw_", "qos_swe_", "qos_")}
+POLICY = "qos-policy.conf"
+POLICY_FORMAT = "qos_policy"
+NCCL_FORMATS = frozenset({"nccl_log", "nccl_tests", "nccl_ras", "nccl_conf", "nccl_topo_xml"})
+ON = ("TRUE", "1", "YES", "ON")
 
 
 @extractor(fabric=True)
@@ -63,25 +85,140 @@ def ib_qos_path(ctx: Context) -> list[Finding]:
 # --------------------------------------------------------------------------------------------- the job's SL
 
 
-def _job_sl(ctx: Context) -> tuple[int, bool, pd.DataFrame, list[int]]:
-    """(the job's SL, whether NCCL_IB_SL set it, the setting's rows, SLs other hosts' settings give)."""
+@dataclass(frozen=True)
+class _Policy:
+    """What the bundle's qos-policy.conf says: the SL an SA path query that matches no rule gets, and its tables."""
+
+    sl: int | None
+    what: str  # 'qos-level DEFAULT' | 'qos-ulps default'
+    rows: pd.DataFrame  # the line that gives ``sl``
+    setup: pd.DataFrame  # the qos-setup scopes (VLArb and SL2VL), which OpenSM does not program
+    read: bool | None  # whether OpenSM reads it: opensm.conf's qos (None: no opensm.conf in the bundle)
+
+
+@dataclass(frozen=True)
+class _Sl:
+    sl: int
+    set: bool  # NCCL_IB_SL set it
+    rows: pd.DataFrame  # the lines that give it
+    others: list[int]  # SLs other hosts' NCCL_IB_SL give
+    origin: str  # 'NCCL_IB_SL' | 'NCCL default' | 'qos-policy.conf' | 'default'
+
+
+def _policy(ctx: Context) -> _Policy | None:
+    """The bundle's qos-policy.conf, when it has one. The ``DEFAULT`` qos-level (by name, case-insensitive, the first)
+    wins over the ``qos-ulps`` ``default`` (the last, each overwrites the one before): ``osm_qos_policy.c``."""
+    if POLICY_FORMAT not in ctx.formats:  # its tables are read only then (the fabric lane's declared reads)
+        return None
+    levels, ulps = ctx.frame("QosLevel"), ctx.frame("QosUlp")
+    setup = pd.concat([f for f in (ctx.frame("QosVlArbScope"), ctx.frame("QosSl2VlScope")) if not f.empty],
+                      ignore_index=True) if ctx.has("QosVlArbScope") or ctx.has("QosSl2VlScope") else pd.DataFrame()
+    if levels.empty and ulps.empty and setup.empty:
+        return None
+    sl: int | None = None
+    what, rows = "", pd.DataFrame()
+    if not levels.empty and "name" in levels.columns:
+        named = levels[levels["name"].astype(str).str.lower().eq("default") & levels["sl"].notna()]
+        if not named.empty:
+            sl, what, rows = int(named.iloc[0]["sl"]), "qos-level DEFAULT", named.head(1)
+    if sl is None and not ulps.empty and "ulp" in ulps.columns:
+        dflt = ulps[ulps["ulp"].eq("default") & ulps["sl"].notna()]
+        if not dflt.empty:
+            sl, what, rows = int(dflt.iloc[-1]["sl"]), "qos-ulps default", dflt.tail(1)
+    conf = ctx.frame("SmConfigOption")
+    read: bool | None = None
+    if not conf.empty and "key" in conf.columns:
+        qos = _opts(conf).get("qos")
+        read = qos is not None and qos[0].upper() in ON
+    return _Policy(sl=sl, what=what, rows=rows, setup=setup, read=read)
+
+
+def _nccl_job(ctx: Context) -> bool:
+    """Whether the bundle shows an NCCL job (whose SL is NCCL_IB_SL or its default 0, whatever the SA says)."""
+    if ctx.formats & NCCL_FORMATS:
+        return True
+    env = ctx.frame("EnvSetting")
+    return not env.empty and bool(env["name"].astype(str).str.startswith("NCCL_").any())
+
+
+def _job_sl(ctx: Context, policy: _Policy | None = None) -> _Sl:
+    """The job's SL: NCCL_IB_SL (the most common setting; other hosts' SLs apart), else 0 for an NCCL job, else the SL
+    qos-policy.conf gives SA path queries (when OpenSM reads it), else 0."""
     env = ctx.frame("EnvSetting")
     rows = env[env["name"] == "NCCL_IB_SL"] if not env.empty else env
-    if rows.empty:
-        return 0, False, rows, []
-    vals = pd.to_numeric(rows["value"].astype(str).str.strip().str.strip("'\""), errors="coerce")
-    ok = rows[vals.notna() & (vals >= 0) & (vals < NUM_SL)]
-    if ok.empty:
-        return 0, False, ok, []
-    sls = vals[ok.index].astype(int)
-    counts = sls.value_counts()
-    sl = int(sorted(counts.index.tolist(), key=lambda s: (-int(counts[s]), s))[0])  # the most common setting
-    others = sorted({int(s) for s in sls.tolist() if int(s) != sl})
-    return sl, True, ok[sls == sl], others
+    if not rows.empty:
+        vals = pd.to_numeric(rows["value"].astype(str).str.strip().str.strip("'\""), errors="coerce")
+        ok = rows[vals.notna() & (vals >= 0) & (vals < NUM_SL)]
+        if not ok.empty:
+            sls = vals[ok.index].astype(int)
+            counts = sls.value_counts()
+            sl = int(sorted(counts.index.tolist(), key=lambda s: (-int(counts[s]), s))[0])  # the most common setting
+            others = sorted({int(s) for s in sls.tolist() if int(s) != sl})
+            return _Sl(sl, True, ok[sls == sl], others, "NCCL_IB_SL")
+    empty = env.iloc[0:0] if not env.empty else pd.DataFrame()
+    if _nccl_job(ctx):
+        return _Sl(0, False, empty, [], "NCCL default")
+    if policy is not None and policy.sl is not None and policy.read is not False:
+        return _Sl(policy.sl, False, policy.rows, [], POLICY)
+    return _Sl(0, False, empty, [], "default")
 
 
-def _sl_text(sl: int, sl_set: bool) -> str:
+def _sl_text(sl: int | _Sl, sl_set: bool = False) -> str:
+    if isinstance(sl, _Sl):
+        if sl.origin == POLICY:
+            return f"SL {sl.sl} (what qos-policy.conf gives SA path queries; no NCCL job in the bundle)"
+        sl, sl_set = sl.sl, sl.set
     return f"NCCL_IB_SL={sl}" if sl_set else f"NCCL_IB_SL unset (SL {sl})"
+
+
+def _policy_note(policy: _Policy | None, job: _Sl, sa_vl: str | None = None) -> str:
+    """What the policy adds to a finding's summary: which SL SA path users get, and that qos-setup is not programmed."""
+    if policy is None:
+        return ""
+    out: list[str] = []
+    if policy.sl is not None and policy.read is not False:
+        where = f"{POLICY} {policy.what}, line {int(policy.rows.iloc[0]['line'])}"
+        if job.origin == POLICY:
+            out.append(f"SL {policy.sl} is what SA PathRecord queries get ({where}): IPoIB, rdma_cm connections and an "
+                       "MPI that asks the SA for its paths; NCCL would use NCCL_IB_SL (default 0) instead")
+        else:
+            out.append(f"SA PathRecord queries (IPoIB, rdma_cm connections, an MPI that asks the SA) get SL "
+                       f"{policy.sl} ({where}){sa_vl or ''}; NCCL uses NCCL_IB_SL (default 0) and never asks the SA")
+    elif policy.read is False:
+        out.append(f"{POLICY} is not read: opensm.conf has qos off")
+    if not policy.setup.empty:
+        first = policy.setup.sort_values(["source", "line"]).iloc[0]
+        out.append(f"the qos-setup tables of {POLICY} (line {int(first['line'])}) are parsed and ignored by OpenSM, "
+                   "which programs the ports from opensm.conf's qos_* options only")
+    text = "; ".join(out)
+    return f" {text[0].upper()}{text[1:]}." if text else ""
+
+
+def _policy_attrs(policy: _Policy | None, job: _Sl) -> dict[str, str | int | float | bool | None]:
+    if policy is None:
+        return {}
+    return {"sl_source": job.origin, "sa_sl": policy.sl if policy.read is not False else None,
+            "policy_setup_ignored": not policy.setup.empty}
+
+
+def _dedup(ev: list[EvidenceRef], limit: int = 8) -> list[EvidenceRef]:
+    seen: set[tuple[str, int]] = set()
+    out: list[EvidenceRef] = []
+    for e in ev:
+        if (e.file, e.line) not in seen:
+            seen.add((e.file, e.line))
+            out.append(e)
+    return out[:limit]
+
+
+def _policy_refs(policy: _Policy | None, kind: str) -> list[EvidenceRef]:
+    """The policy's default-SL line and its first qos-setup line (at most two references)."""
+    if policy is None:
+        return []
+    parts = [policy.rows] if not policy.rows.empty else []
+    if not policy.setup.empty:
+        parts.append(policy.setup.sort_values(["source", "line"]).head(1))
+    return refs(pd.concat(parts, ignore_index=True), kind, limit=2) if parts else []
 
 
 # --------------------------------------------------------------------------------------------- measured tables
@@ -103,7 +240,10 @@ def _where(ctx: Context, lid: int | None, port: int | None, kind: str) -> tuple[
 
 
 def _measured(ctx: Context, sl2: pd.DataFrame) -> list[Finding]:
-    sl, sl_set, env_rows, other_sls = _job_sl(ctx)
+    policy = _policy(ctx)
+    job = _job_sl(ctx, policy)
+    sl, sl_set, env_rows, other_sls = job.sl, job.set, job.rows, job.others
+    note, pattrs = _policy_note(policy, job), _policy_attrs(policy, job)
     t = sl2.copy()
     t["lid_k"] = pd.to_numeric(t["lid"], errors="coerce").fillna(-1).astype(int)
     t["guid_k"] = t["guid"].astype(object).where(t["guid"].notna(), "")
@@ -154,16 +294,17 @@ def _measured(ctx: Context, sl2: pd.DataFrame) -> list[Finding]:
         setting, conf_rows = _conf_setting(ctx, vl)
         ev = env_ev + _port_refs(src_rows, starved, kind) + _arb_refs(ctx, starved, kind)
         conf_ev = refs(conf_rows, kind, limit=2) if not conf_rows.empty else []
+        pol_ev = _policy_refs(policy, kind)
         out.append(finding(
             kind,
-            f"{_sl_text(sl, sl_set)}: SL {sl} maps to {what} ({', '.join(labels)}{more}; "
+            f"{_sl_text(job)}: SL {sl} maps to {what} ({', '.join(labels)}{more}; "
             f"{len(starved)} of {max(checked, len(starved))} ports read)"
-            + (f"; opensm.conf sets {setting}." if setting else "."),
+            + (f"; opensm.conf sets {setting}." if setting else ".") + note,
             None, loc,
             {"sl": sl, "vl": vl, "ports": len(starved), "ports_checked": max(checked, len(starved)),
              "weight": 0, "table": "none", "reason": reason, "sl_set": sl_set, "source": "measured",
-             "port": label, "setting": setting},
-            evidence=ev[:8 - len(conf_ev)] + conf_ev,
+             "port": label, "setting": setting, **pattrs},
+            evidence=_dedup(ev[:8 - len(conf_ev) - len(pol_ev)] + conf_ev + pol_ev),
         ))
     ok = judged[have & judged["reason"].isna()]
     if starved.empty and not ok.empty:
@@ -174,14 +315,16 @@ def _measured(ctx: Context, sl2: pd.DataFrame) -> list[Finding]:
             "low" if in_low.all() and not in_high.any() else "both")
         vls_ok = sorted(set(ok["vl"].astype(int).tolist()))
         loc, _ = _where(ctx, _lid(ok.iloc[0]["lid_k"]), _port(ok.iloc[0]), "port")
+        pol_ev = _policy_refs(policy, kind)
         out.append(finding(
             kind,
-            f"{_sl_text(sl, sl_set)}: SL {sl} maps to VL {','.join(map(str, vls_ok))} on the {len(ok)} port(s) read,"
-            f" and the VLArb tables serve it there (smallest weight {int(ok['weight'].min())}).",
+            f"{_sl_text(job)}: SL {sl} maps to VL {','.join(map(str, vls_ok))} on the {len(ok)} port(s) read,"
+            f" and the VLArb tables serve it there (smallest weight {int(ok['weight'].min())})." + note,
             None, loc if len(ok) == 1 else Location(),
             {"sl": sl, "vl": vls_ok[0], "ports": len(ok), "min_weight": int(ok["weight"].min()), "table": table,
-             "sl_set": sl_set, "source": "measured"},
-            evidence=(env_ev + _port_refs(src_rows, ok, kind) + _arb_refs(ctx, ok, kind))[:8],
+             "sl_set": sl_set, "source": "measured", **pattrs},
+            evidence=_dedup((env_ev + _port_refs(src_rows, ok, kind) + _arb_refs(ctx, ok, kind))[:8 - len(pol_ev)]
+                            + pol_ev),
         ))
     all_vls = sorted(set(t["vl"].astype(int).tolist()))
     if len(all_vls) > 1:
@@ -286,7 +429,7 @@ def _conf_setting(ctx: Context, vl: int) -> tuple[str | None, pd.DataFrame]:
     if conf.empty or "key" not in conf.columns:
         return None, pd.DataFrame()
     opts = _opts(conf)
-    if opts.get("qos", ("FALSE",))[0].upper() not in ("TRUE", "1", "YES", "ON"):
+    if opts.get("qos", ("FALSE",))[0].upper() not in ON:
         return None, pd.DataFrame()
     for tgt in ("swe", "sw2sw", "ca"):
         parts: list[str] = []
@@ -329,14 +472,13 @@ def _vlarb(text: str) -> dict[int, int]:
     return w
 
 
-def _configured(ctx: Context, conf: pd.DataFrame) -> list[Finding]:
-    opts = _opts(conf)
-    qos = opts.get("qos")
-    if qos is None or qos[0].upper() not in ("TRUE", "1", "YES", "ON"):
-        return []  # OpenSM does not program QoS: the ports keep their power-on tables, which no option here shows
-    sl, sl_set, env_rows, _ = _job_sl(ctx)
-    out: list[Finding] = []
-    bad: list[tuple[str, int, str, str, pd.DataFrame]] = []  # (target, vl, reason, setting text, rows)
+_Bad = tuple[str, int, str, str, pd.DataFrame]  # (target, vl, reason, setting text, rows)
+
+
+def _judge_options(opts: dict[str, tuple[str, pd.DataFrame]], sl: int) -> tuple[list[_Bad], list[tuple[str, int, int]]]:
+    """Per port class: the VL the options map ``sl`` to and whether the VLArb options serve it (bad: (target, vl,
+    reason, setting, rows); good: (target, vl, weight))."""
+    bad: list[_Bad] = []
     good: list[tuple[str, int, int]] = []
     for tgt in TARGETS:
         def pick(name: str, default: str, tgt: str = tgt) -> tuple[str, str, pd.DataFrame | None]:
@@ -370,32 +512,58 @@ def _configured(ctx: Context, conf: pd.DataFrame) -> list[Finding]:
             bad.append((tgt, vl, "preempted", f"{high_key} {high}; qos_high_limit {limit}", rows))
         else:
             good.append((tgt, vl, lw + hw))
+    return bad, good
+
+
+def _why(reason: str, vl: int) -> str:
+    return {"dropped": "VL 15, which drops the packets",
+            "zero_weight": f"VL {vl}, which neither VLArb table gives a weight",
+            "preempted": f"VL {vl} in the low table only, while other VLs hold the high table without limit"}[reason]
+
+
+def _configured(ctx: Context, conf: pd.DataFrame) -> list[Finding]:
+    opts = _opts(conf)
+    qos = opts.get("qos")
+    if qos is None or qos[0].upper() not in ON:
+        return []  # OpenSM does not program QoS: the ports keep their power-on tables, which no option here shows
+    policy = _policy(ctx)
+    job = _job_sl(ctx, policy)
+    sl, sl_set, env_rows = job.sl, job.set, job.rows
+    out: list[Finding] = []
+    bad, good = _judge_options(opts, sl)
+    sa_vl = None
+    if policy is not None and policy.sl is not None and policy.sl != sl and job.origin != POLICY:
+        sa_bad, sa_good = _judge_options(opts, policy.sl)
+        if sa_bad:
+            sa_vl = (f"; opensm.conf's options map that SL to {_why(sa_bad[0][2], sa_bad[0][1])} on the "
+                     f"{', '.join(TARGETS[b[0]] for b in sa_bad)}")
+        elif sa_good:
+            sa_vl = f"; that SL's VL {sa_good[0][1]} is served (smallest weight {min(g[2] for g in sa_good)})"
+    note, pattrs = _policy_note(policy, job, sa_vl), _policy_attrs(policy, job)
     where = Location(host=sval(conf.iloc[0]["host"])) if "host" in conf.columns else Location()
     env_ev = refs(env_rows.tail(1), "ib_sl_starved_vl") if not env_rows.empty else []
     if bad:
         tgt, vl, reason, setting, rows = bad[0]
         kind = "ib_sl_starved_vl"
-        why = {"dropped": "VL 15, which drops the packets",
-               "zero_weight": f"VL {vl}, which neither VLArb table gives a weight",
-               "preempted": f"VL {vl} in the low table only, while other VLs hold the high table without limit"}
+        pol_ev = _policy_refs(policy, kind)
         out.append(finding(
             kind,
-            f"{_sl_text(sl, sl_set)}: OpenSM's QoS options map SL {sl} to {why[reason]} on the "
-            f"{', '.join(TARGETS[b[0]] for b in bad)} ({setting}).",
+            f"{_sl_text(job)}: OpenSM's QoS options map SL {sl} to {_why(reason, vl)} on the "
+            f"{', '.join(TARGETS[b[0]] for b in bad)} ({setting})." + note,
             None, where,
             {"sl": sl, "vl": vl, "ports": len(bad), "ports_checked": len(TARGETS), "weight": 0, "table": "none",
-             "reason": reason, "sl_set": sl_set, "source": "opensm.conf", "setting": setting[:200]},
-            evidence=(env_ev + refs(rows, kind))[:8],
+             "reason": reason, "sl_set": sl_set, "source": "opensm.conf", "setting": setting[:200], **pattrs},
+            evidence=_dedup((env_ev + refs(rows, kind))[:8 - len(pol_ev)] + pol_ev),
         ))
     elif good:
         kind = "ib_sl_vl_ok"
         out.append(finding(
             kind,
-            f"{_sl_text(sl, sl_set)}: OpenSM's QoS options map SL {sl} to a VL the VLArb tables serve on HCA and "
-            f"switch ports (smallest weight {min(g[2] for g in good)}).",
+            f"{_sl_text(job)}: OpenSM's QoS options map SL {sl} to a VL the VLArb tables serve on HCA and "
+            f"switch ports (smallest weight {min(g[2] for g in good)})." + note,
             None, where,
             {"sl": sl, "vl": good[0][1], "ports": len(good), "min_weight": min(g[2] for g in good), "table": "both",
-             "sl_set": sl_set, "source": "opensm.conf"},
-            evidence=env_ev,
+             "sl_set": sl_set, "source": "opensm.conf", **pattrs},
+            evidence=_dedup(env_ev + _policy_refs(policy, kind)),
         ))
     return out
