@@ -45,3 +45,47 @@ def test_verbose_lists_every_file_of_a_large_bundle() -> None:
     d = _with_files(100)
     out = render_text(d, width=160, color=False, verbose=True)
     assert all(f"gpu-a{h:04d}/ibstat.txt" in out for h in range(100))
+
+
+def _positive_bundles() -> list[Path]:
+    root = Path(__file__).resolve().parents[1] / "fixtures"
+    return sorted(p.parent for p in root.rglob("expect.yaml") if p.parent.name.startswith("positive"))
+
+
+def test_at_80_columns_every_cited_line_is_intact_and_no_token_is_broken() -> None:
+    import yaml
+
+    bundles = _positive_bundles()
+    assert len(bundles) >= 60
+    broken = []
+    for b in bundles:
+        sym = (yaml.safe_load((b / "expect.yaml").read_text()) or {}).get("symptom")
+        d = triage([b], sym)
+        out = render_text(d, width=80, color=False)
+        flat = " ".join(out.split())
+        shown = [c for c in d.causes if c.verdict == "confirmed"] or d.causes[:1]
+        for c in shown:
+            for e in c.evidence[:6]:
+                if " ".join(e.text.split()) not in flat or f"{e.file}:{e.line}" not in out:
+                    broken.append((b.name, e.file, e.line))
+        # only a token longer than the line may pass 80 columns
+        too_long = [ln for ln in out.splitlines() if len(ln) > 80 and " " in ln.strip()]
+        if too_long:
+            broken.append((b.name, "wide", too_long[0][:60]))
+    assert not broken, broken[:5]
+
+
+def test_brackets_in_quoted_evidence_are_not_markup() -> None:
+    from diagnose.models.diagnosis import CauseResult, Diagnosis, EvidenceRef, Location
+
+    line = "[rank10]:[E ProcessGroupNCCL.cpp:616] [Rank 10] Watchdog caught collective operation timeout [send]"
+    d = triage([FIXTURE])
+    c = d.causes[0].model_copy(update={"evidence": [EvidenceRef(file="job.log", line=7, text=line, finding="x")],
+                                       "summary": "[bold]not markup[/bold] on [rank3]"})
+    d = d.model_copy(update={"causes": [c]})
+    assert isinstance(d, Diagnosis) and isinstance(c, CauseResult) and Location
+    for width in (80, 160):
+        out = render_text(d, width=width, color=False)
+        flat = "".join(out.split())
+        assert "".join(line.split()) in flat.replace("│", "")
+        assert "[bold]notmarkup[/bold]on[rank3]" in flat.replace("│", "")
