@@ -131,7 +131,9 @@ def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_
     forked = pipeline.gather([bundle], limits=FORKED)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # the child did parse some of it
-    assert len(sent) >= 8  # batches of small files went to it
+    # how many small files the idle child is handed depends on the scheduler (a busy machine hands none): what
+    # must hold is that none is handed twice and, above, that the result is the serial one
+    assert len(sent) == len(set(sent))
     assert list(spill_root.iterdir()) == []
     assert _reaped(children)
 
@@ -505,6 +507,9 @@ def test_a_dump_truncated_while_the_child_maps_it_kills_the_child_not_the_triage
 
     def cut_first(mod: Any, data: Any, bf: Any, *a: Any) -> Any:
         if os.getpid() != parent and bf.path == "fabric/perfquery_2.txt":
+            import faulthandler
+
+            faulthandler.disable()  # the child is meant to die of SIGBUS: pytest's handler would dump its stack
             while not loaded.exists():  # once this process has read the bundle (else it reads the cut file)
                 time.sleep(0.01)
             dump.write_bytes(dump.read_bytes()[:4096])  # truncated in place: the pages past 4 KiB leave the map
