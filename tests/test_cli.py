@@ -197,3 +197,21 @@ def test_piped_text_uses_columns_else_100(tmp_path: Path) -> None:
     assert r.returncode == 0 and max(len(ln) for ln in r.stdout.splitlines()) <= 100
     wide = run("triage", str(tmp_path))
     assert max(len(ln) for ln in wide.stdout.splitlines()) > 100
+
+
+def test_reading_incidents_never_creates_a_store_and_says_where_it_looks(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DIAGNOSE_", "XDG_"))}
+    env.update(HOME=str(tmp_path / "home"), COLUMNS="160")
+    work = tmp_path / "work"
+    work.mkdir()
+    cmd = [sys.executable, "-m", "diagnose.interfaces.cli"]
+    r = subprocess.run([*cmd, "incidents", "list"], capture_output=True, text=True, cwd=work, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"{tmp_path}/home/.local/share/diagnose/diagnose.db" in r.stdout and "not created yet" in r.stdout
+    assert not (tmp_path / "home").exists() and list(work.iterdir()) == []
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    r = subprocess.run([*cmd, "incidents", "show", "1"], capture_output=True, text=True, cwd=work, env=env,
+                       timeout=120)
+    assert r.returncode == 2 and "xdg/diagnose/diagnose.db" in r.stderr and not (tmp_path / "xdg").exists()
+    r = subprocess.run([*cmd, "feedback", "report"], capture_output=True, text=True, cwd=work, env=env, timeout=120)
+    assert r.returncode == 0 and not (tmp_path / "xdg").exists()

@@ -159,11 +159,17 @@ def report(
         # stdout, where the report goes; the process's own stderr outlives any captured stream
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
                             logger_factory=structlog.PrintLoggerFactory(file=sys.__stderr__))
+    from diagnose.interfaces.service_cli import sqlite_path
+
     url = store_url or load_settings().store_url()
+    path = sqlite_path(url)
     try:
-        store = open_report_store(url)
-        feedback = store.list_feedback()
-        incidents = store.list_incidents(limit=1_000_000)
+        if path is not None and not path.exists():  # a report never creates a store
+            feedback, incidents = [], []
+        else:
+            store = open_report_store(url)
+            feedback = store.list_feedback()
+            incidents = store.list_incidents(limit=1_000_000)
     except ImportError as exc:
         typer.echo(f"error: the service store is not available ({exc})", err=True)
         raise typer.Exit(1) from exc

@@ -62,10 +62,21 @@ def _settings(config: Path | None, **overrides: Any) -> Settings:
     return load_settings(**overrides)
 
 
-def _store(config: Path | None) -> Any:
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///...`` store URL (None for other stores and in-memory SQLite)."""
+    if not url.startswith("sqlite:///") or url.endswith(":memory:"):
+        return None
+    return Path(url[len("sqlite:///"):])
+
+
+def _store(config: Path | None, read_only: bool = False) -> Any:
+    """The service's store; ``read_only``: None when its SQLite file does not exist yet (a read never creates one)."""
     from diagnose.service.store import StoreError, open_store
 
     settings = _settings(config)
+    path = sqlite_path(settings.store_url())
+    if read_only and path is not None and not path.exists():
+        return None
     try:
         return open_store(settings.store_url())
     except StoreError as exc:
@@ -114,17 +125,27 @@ def incidents_list(
         raise ServiceCliError(f"--status must be open, diagnosing, diagnosed, resolved or failed, not '{status}'")
     if limit < 1:
         raise ServiceCliError("--limit must be at least 1")
-    store = _store(config)
-    try:
-        rows = [incident_json(store, r, full=False) for r in store.list_incidents(limit=limit, status=status)]
-    finally:
-        store.close()
+    store = _store(config, read_only=True)
+    where = _settings(config).store_url()
+    if store is None:
+        rows: list[dict[str, Any]] = []
+    else:
+        try:
+            rows = [incident_json(store, r, full=False) for r in store.list_incidents(limit=limit, status=status)]
+        finally:
+            store.close()
     if fmt is ListFmt.json:
         sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
         return
     from rich.console import Console
     from rich.table import Table
 
+    if not rows:
+        from diagnose.service.store import _redact
+
+        made = "" if store is not None else " (not created yet: the service creates it)"
+        sys.stdout.write(f"0 incidents in {_redact(where)}{made}\n")
+        return
     t = Table(title=f"{len(rows)} incident(s)")
     for c in ("id", "status", "source", "title", "hosts", "alerts", "top cause", "updated"):
         t.add_column(c)
@@ -165,7 +186,9 @@ def incidents_show(
     from diagnose.render import render_markdown, render_text
     from diagnose.service.app import incident_json
 
-    store = _store(config)
+    store = _store(config, read_only=True)
+    if store is None:
+        raise ServiceCliError(f"no incident {incident_id}: no store at {_settings(config).store_url()} yet")
     try:
         rec = store.get_incident(incident_id)
         if rec is None:
@@ -185,7 +208,9 @@ def incidents_show(
             out += render_markdown(d)
         else:
             tty = sys.stdout.isatty()
-            out += render_text(d, width=None if tty else 160, color=tty)
+            from diagnose.interfaces.cli import _width
+
+            out += render_text(d, width=_width(tty), color=tty)
     sys.stdout.write(out)
 
 

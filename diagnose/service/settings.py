@@ -14,6 +14,13 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/diagnose``, else ``~/.local/share/diagnose`` (the XDG base directory default): never the
+    working directory, so a command run anywhere does not leave a store behind."""
+    base = os.environ.get("XDG_DATA_HOME", "").strip()
+    return (Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "share") / "diagnose"
+
+
 def _env_file() -> str | None:
     explicit = os.environ.get("DIAGNOSE_CONFIG")
     if explicit:
@@ -25,7 +32,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DIAGNOSE_", extra="ignore", env_file_encoding="utf-8")
 
     # storage
-    data_dir: Path = Field(Path("diagnose-data"), description="Folder for the default SQLite store and incident evidence.")
+    data_dir: Path = Field(default_factory=default_data_dir,
+                           description="Folder for the default SQLite store and incident evidence"
+                                       " (default $XDG_DATA_HOME/diagnose or ~/.local/share/diagnose).")
     store: str | None = Field(None, description="Database URL: sqlite:///path.db or postgresql://... ; default SQLite in data_dir.")
     bundles: Path | None = Field(None, description="Bundle store: $DIAGNOSE_BUNDLES/<job-or-host>/...; default data_dir/bundles.")
     topology: Path | None = Field(None, description="A topology file (ibnetdiscover / iblinkinfo / ibdiagnet) used to group alert storms.")
