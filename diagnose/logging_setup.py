@@ -15,13 +15,39 @@ def configure(fmt: str = "console", level: str = "warning") -> None:
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    renderer: structlog.types.Processor
     if fmt == "json":
-        processors += [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer(sort_keys=True)]
+        processors.append(structlog.processors.dict_tracebacks)
+        renderer = structlog.processors.JSONRenderer(sort_keys=True)
     else:
-        processors += [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
+        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    _stdlib_through_structlog(renderer, lvl)
+    processors.append(renderer)
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+_HANDLER_NAME = "diagnose-structlog"
+
+
+def _stdlib_through_structlog(renderer: structlog.types.Processor, lvl: int) -> None:
+    """Standard-library loggers (uvicorn's server and access lines, libraries) render like structlog's own events:
+    in JSON mode every line on stderr is JSON. One handler on the root logger, replaced on each call."""
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, structlog.processors.add_log_level,
+                           structlog.processors.TimeStamper(fmt="iso", utc=True)],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if h.get_name() == _HANDLER_NAME:
+            root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(lvl)

@@ -104,7 +104,9 @@ def serve(
         app = create_app(settings)
     except StoreError as exc:
         raise ServiceCliError(str(exc)) from exc
-    uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=True)
+    # log_config=None: uvicorn's loggers keep no handlers of their own and reach the root handler that
+    # logging_setup.configure installs, so --log-format json makes every line JSON
+    uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=True, log_config=None)
 
 
 incidents_app = typer.Typer(no_args_is_help=True, help="Incidents stored by the service.")
