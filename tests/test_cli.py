@@ -215,3 +215,33 @@ def test_reading_incidents_never_creates_a_store_and_says_where_it_looks(tmp_pat
     assert r.returncode == 2 and "xdg/diagnose/diagnose.db" in r.stderr and not (tmp_path / "xdg").exists()
     r = subprocess.run([*cmd, "feedback", "report"], capture_output=True, text=True, cwd=work, env=env, timeout=120)
     assert r.returncode == 0 and not (tmp_path / "xdg").exists()
+
+
+def test_a_piped_playbook_is_its_markdown_exactly() -> None:
+    from diagnose.catalog.loader import load_catalog
+
+    body = load_catalog().playbooks["link.bad_cable"].body
+    r = run("playbook", "link.bad_cable")
+    assert r.returncode == 0 and r.stdout == body.rstrip("\n") + "\n"
+    shown = run("rules", "show", "link.bad_cable").stdout
+    assert "LinkBW\\*1e9\\*720\\*1e-14" in shown  # markdown that renders the stars, not emphasis
+
+
+def test_on_a_terminal_commands_of_a_playbook_are_never_wrapped(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from diagnose.catalog.loader import load_catalog
+    from diagnose.interfaces import cli
+
+    body = load_catalog().playbooks["link.bad_cable"].body
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    cli._print_markdown(body)
+    out = capsys.readouterr().out
+    fenced, inside = [], False
+    for ln in body.split("\n"):
+        if ln.strip().startswith("```"):
+            inside = not inside
+        elif inside and ln.strip():
+            fenced.append(ln.strip())
+    assert fenced and all(any(cmd in o for o in out.splitlines()) for cmd in fenced)
+    assert any(len(cmd) > 80 for cmd in fenced)  # the check bites: some commands are wider than the terminal

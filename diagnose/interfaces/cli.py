@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from enum import Enum
@@ -19,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
+from rich.text import Text
 
 from diagnose import __version__
 from diagnose.bundle import BundleError, LoadLimits
@@ -311,7 +313,53 @@ def playbook(cause: Annotated[str, typer.Argument(help="A cause id, e.g. link.ba
     if pb is None:
         _fail(f"no playbook for '{cause}' (see 'diagnose rules list')")
         return
-    Console().print(Markdown(pb.body))
+    _print_markdown(pb.body)
+
+
+_FENCE = re.compile(r"^(\s*)(```|~~~)")
+_ITEM = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*+])\s")
+
+
+def _print_markdown(text: str) -> None:
+    """A playbook or a rule. Piped: the markdown itself, exactly. On a terminal: the prose rendered, and each fenced
+    command block printed as written, never wrapped (a wrapped command pasted into a shell runs the wrong words; a
+    long line runs past the edge)."""
+    if not sys.stdout.isatty():
+        sys.stdout.write(text.rstrip("\n") + "\n")
+        return
+    con = Console()
+    prose: list[str] = []
+
+    def flush() -> None:
+        # a chunk that resumes after a command block starts mid-item: an item marker after it must start a list,
+        # not continue that paragraph
+        lines: list[str] = []
+        for p in prose:
+            if _ITEM.match(p) and lines and lines[-1].strip():
+                lines.append("")
+            lines.append(p)
+        con.print(Markdown("\n".join(lines)))
+        prose.clear()
+
+    fence: str | None = None
+    for ln in text.split("\n"):
+        m = _FENCE.match(ln)
+        if fence is None and m:
+            if prose:
+                flush()
+            fence, indent = m.group(2), m.group(1)
+            continue
+        if fence is not None:
+            if m and m.group(2) == fence:
+                fence = None
+                con.print()
+                continue
+            con.print(Text("    " + ln[len(indent):] if ln.startswith(indent) else "    " + ln.lstrip(), style="cyan"),
+                      soft_wrap=True)
+            continue
+        prose.append(ln)
+    if prose:
+        flush()
 
 
 @rules_app.command("list")
@@ -339,28 +387,30 @@ def rules_show(cause: Annotated[str, typer.Argument(help="A cause id.")]) -> Non
     if spec is None:
         _fail(f"unknown cause id '{cause}' (see 'diagnose rules list')")
         return
-    lines = [f"# {spec.id}: {spec.title}", "", f"severity **{spec.severity}**, status {spec.status}", "",
-             "## What it detects", "", spec.description.strip(), "", "## Evidence for", ""]
+    from diagnose.render.markdown import escape as esc
+
+    lines = [f"# {spec.id}: {esc(spec.title)}", "", f"severity **{spec.severity}**, status {spec.status}", "",
+             "## What it detects", "", esc(spec.description.strip()), "", "## Evidence for", ""]
     for c in spec.evidence.supports:
         cond = f" where `{c.where}`" if c.where else ""
-        lines.append(f"- **{c.weight}** `{c.finding}`{cond}: {c.says}")
+        lines.append(f"- **{c.weight}** `{c.finding}`{cond}: {esc(c.says)}")
     if spec.evidence.against or spec.evidence.expects:
         lines += ["", "## Evidence against", ""]
         for a in spec.evidence.against:
-            lines.append(f"- **{a.weight}** `{a.finding}`: {a.why}")
+            lines.append(f"- **{a.weight}** `{a.finding}`: {esc(a.why)}")
         for e in spec.evidence.expects:
-            lines.append(f"- **{e.weight}** absent `{e.finding}` when {', '.join(e.if_formats)} collected: {e.why}")
+            lines.append(f"- **{e.weight}** absent `{e.finding}` when {', '.join(e.if_formats)} collected: {esc(e.why)}")
     if spec.thresholds:
         lines += ["", "## Thresholds", ""]
         for k, th in spec.thresholds.items():
-            lines.append(f"- `{k}` = {th.default:g} {th.unit} — {th.source}")
+            lines.append(f"- `{k}` = {th.default:g} {esc(th.unit)} — {esc(th.source)}")
     if spec.false_positives:
-        lines += ["", "## False positives", ""] + [f"- {x}" for x in spec.false_positives]
+        lines += ["", "## False positives", ""] + [f"- {esc(x)}" for x in spec.false_positives]
     pb = cat.playbooks.get(spec.id)
     if pb and "Confirm" in pb.sections:
         lines += ["", "## Confirm (from the playbook)", "", pb.sections["Confirm"]]
     lines += ["", f"Playbook: {spec.playbook}", "", "## References", ""] + [f"- {r}" for r in spec.references]
-    Console().print(Markdown("\n".join(lines)))
+    _print_markdown("\n".join(lines))
 
 
 @rules_app.command("lint")

@@ -7,8 +7,25 @@ from diagnose.models.diagnosis import Diagnosis
 MAX_EVIDENCE = 5
 
 
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\*_[]<>#"})
+
+
+def escape(s: str) -> str:
+    """Prose from the evidence or the catalog as markdown text: ``LinkBW*1e9*720`` keeps its stars, ``[rank3]``
+    its brackets (code spans in it are kept as written)."""
+    parts = s.split("`")
+    return "`".join(p.translate(_MD_SPECIAL) if i % 2 == 0 else p for i, p in enumerate(parts)) if len(parts) % 2 \
+        else s.translate(_MD_SPECIAL)
+
+
 def _esc(s: str) -> str:
-    return s.replace("|", "\\|").replace("`", "'")
+    """:func:`escape`, safe in a table cell too (no pipe, no backtick)."""
+    return s.translate(_MD_SPECIAL).replace("|", "\\|").replace("`", "'")
+
+
+def _code(s: str) -> str:
+    """A quoted line as a code span (in a list item, never a table): shown exactly, a backtick inside becoming '."""
+    return "`" + s.replace("`", "'") + "`"
 
 
 def render_markdown(d: Diagnosis, playbook_base: str = "") -> str:
@@ -32,16 +49,16 @@ def render_markdown(d: Diagnosis, playbook_base: str = "") -> str:
         out.append("")
         out.append("Evidence:")
         for e in c.evidence[:MAX_EVIDENCE]:
-            out.append(f"- `{_esc(e.file)}:{e.line}` {_esc(e.text)}")
+            out.append(f"- {_code(f'{e.file}:{e.line}')} {_code(e.text)}")
         if len(c.evidence) > MAX_EVIDENCE:
             out.append(f"- ... {len(c.evidence) - MAX_EVIDENCE} more")
         if c.against:
             out.append("")
             out.append("Against:")
             for e in c.against[:3]:
-                out.append(f"- `{_esc(e.file)}:{e.line}` {_esc(e.text)}")
+                out.append(f"- {_code(f'{e.file}:{e.line}')} {_code(e.text)}")
         out.append("")
-        out.append(f"Playbook: [{c.playbook}]({playbook_base}{c.playbook})")
+        out.append(f"Playbook: [{_esc(c.playbook)}]({playbook_base}{c.playbook})")
         out.append("")
     if d.ruled_out:
         out.append("**Ruled out:**")
