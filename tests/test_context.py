@@ -260,3 +260,15 @@ def test_containers_on_several_hosts_bring_their_bridge_network_into_the_differe
     assert "context_container_multi_node" not in _kinds("one node, 8 GPUs, inside a docker container: NCCL error")
     ranked = [c.id for c in triage([], sym).causes]
     assert {"nccl.interface_selection", "host.shm_too_small"} <= set(ranked[:3])
+
+
+def test_alert_and_metric_names_are_symptoms_unless_denied() -> None:
+    from diagnose.symptoms import classify
+
+    assert classify("symbol_error rising on leaf07 port 12") == ["link_errors"]
+    assert classify("InfinibandLinkDowned firing") == ["link_errors"]
+    assert classify("DCGM_FI_DEV_XID_ERRORS > 0 on gpu-a003") == ["gpu_error"]
+    assert classify("NCCLTimeout") == ["collective_timeout"]
+    assert classify("no symbol_error at all") == []
+    d = triage([], "symbol_error rising on gpu-a003 mlx5_2")
+    assert d.causes[0].id.startswith("link.") and d.missing_evidence

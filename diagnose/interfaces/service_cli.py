@@ -114,7 +114,8 @@ incidents_app = typer.Typer(no_args_is_help=True, help="Incidents stored by the 
 
 @incidents_app.command("list")
 def incidents_list(
-    status: Annotated[str | None, typer.Option(help="open, diagnosing, diagnosed, resolved or failed.")] = None,
+    status: Annotated[str | None, typer.Option(
+        help="open, diagnosing, diagnosed, waiting_for_evidence, resolved or failed.")] = None,
     limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
     fmt: Annotated[ListFmt, typer.Option("--format", "-f", help="text or json.")] = ListFmt.text,
     config: Annotated[Path | None, typer.Option(help="Env file with DIAGNOSE_* settings.")] = None,
@@ -123,8 +124,9 @@ def incidents_list(
     need_service()
     from diagnose.service.app import incident_json
 
-    if status is not None and status not in ("open", "diagnosing", "diagnosed", "resolved", "failed"):
-        raise ServiceCliError(f"--status must be open, diagnosing, diagnosed, resolved or failed, not '{status}'")
+    statuses = ("open", "diagnosing", "diagnosed", "waiting_for_evidence", "resolved", "failed")
+    if status is not None and status not in statuses:
+        raise ServiceCliError(f"--status must be one of {', '.join(statuses)}, not '{status}'")
     if limit < 1:
         raise ServiceCliError("--limit must be at least 1")
     store = _store(config, read_only=True)

@@ -43,7 +43,7 @@ log = structlog.get_logger("diagnose.service.app")
 _SAFE_HEADERS = frozenset({"content-type", "content-length", "user-agent", "x-forwarded-for", "x-real-ip"})
 _SECRET_WORDS = ("auth", "token", "secret", "signature", "key", "cookie", "password", "session", "credential")
 HOOK_THREADS = 4
-IncidentStatusQ = Literal["open", "diagnosing", "diagnosed", "resolved", "failed"]
+IncidentStatusQ = Literal["open", "diagnosing", "diagnosed", "waiting_for_evidence", "resolved", "failed"]
 RequestStatusQ = Literal["pending", "processing", "done", "failed", "rejected", "duplicate"]
 
 
@@ -110,7 +110,7 @@ class ServiceMetrics:
         self.deliveries_pending.set(counts["deliveries_pending"])
         for st in ("pending", "processing", "done", "failed", "rejected", "duplicate"):
             self.requests.labels(st).set(counts["requests"].get(st, 0))
-        for st in ("open", "diagnosing", "diagnosed", "resolved", "failed"):
+        for st in ("open", "diagnosing", "diagnosed", "waiting_for_evidence", "resolved", "failed"):
             self.incidents.labels(st).set(counts["incidents"].get(st, 0))
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Source = Literal["alertmanager", "pagerduty", "jira", "github", "generic", "chat", "cli"]
 RequestStatus = Literal["pending", "processing", "done", "failed", "rejected", "duplicate"]
-IncidentStatus = Literal["open", "diagnosing", "diagnosed", "resolved", "failed"]
+IncidentStatus = Literal["open", "diagnosing", "diagnosed", "waiting_for_evidence", "resolved", "failed"]
 
 
 class _Closed(BaseModel):

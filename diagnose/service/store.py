@@ -51,7 +51,14 @@ SCHEMA_VERSION = 1
 ACTIVE_STATES = ("firing", "open")
 ENDED_STATES = ("resolved", "closed")
 # an incident in one of these states is (re)diagnosed when its owning alert fires again
-RETRIAGE_STATUSES = ("open", "diagnosing", "failed")
+RETRIAGE_STATUSES = ("open", "diagnosing", "failed", "waiting_for_evidence")
+
+
+def diagnosed_status(diagnosis: dict[str, Any]) -> str:
+    """``diagnosed``, or ``waiting_for_evidence`` when no file of evidence was recognised (an alert for a host with
+    no bundle yet): the diagnosis then holds what the symptom supports and the evidence to collect, and the incident
+    is diagnosed again when its alert fires again."""
+    return "diagnosed" if any((f or {}).get("records") for f in diagnosis.get("files") or []) else "waiting_for_evidence"
 BUSY_TIMEOUT_MS = 10_000
 
 # {pk} and {skip_locked} are filled per backend; everything else is the same SQL on both
@@ -582,9 +589,9 @@ class SqlStore:
                 if n != 1:
                     raise _LeaseLost()
                 for iid, (diagnosis, notes) in diagnoses.items():
-                    tx.run("UPDATE incidents SET diagnosis = ?, evidence_notes = ?, status = 'diagnosed', error = NULL,"
+                    tx.run("UPDATE incidents SET diagnosis = ?, evidence_notes = ?, status = ?, error = NULL,"
                            " updated_at = ?, delivery_state = 'pending', delivery_lease_until = NULL WHERE id = ?",
-                           (json.dumps(diagnosis), json.dumps(notes), ts, iid))
+                           (json.dumps(diagnosis), json.dumps(notes), diagnosed_status(diagnosis), ts, iid))
         except _LeaseLost:
             return False
         return True
@@ -687,9 +694,10 @@ class SqlStore:
                       now: float | None = None) -> None:
         """Store a diagnosis outside the request queue (a re-diagnosis by hand); queues its post-back."""
         with self._tx() as tx:
-            tx.run("UPDATE incidents SET diagnosis = ?, evidence_notes = ?, status = 'diagnosed', error = NULL,"
+            tx.run("UPDATE incidents SET diagnosis = ?, evidence_notes = ?, status = ?, error = NULL,"
                    " updated_at = ?, delivery_state = 'pending', delivery_lease_until = NULL WHERE id = ?",
-                   (json.dumps(diagnosis), json.dumps(list(notes)), _now(now), incident_id))
+                   (json.dumps(diagnosis), json.dumps(list(notes)), diagnosed_status(diagnosis), _now(now),
+                    incident_id))
 
     def get_incident(self, incident_id: int) -> IncidentRecord | None:
         row = self._read().one("SELECT * FROM incidents WHERE id = ?", (incident_id,))

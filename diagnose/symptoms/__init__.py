@@ -39,19 +39,51 @@ _CLAUSE_END = re.compile(r"[.,;:!?()\[\]]|\b(?:but|while|whereas|although|though
 _NEGATION_REACH = 40  # characters before a mention that a negation reaches
 
 
+def _denied(text: str, start: int) -> bool:
+    """Whether a negation earlier in the clause denies the mention at ``start``."""
+    before = text[max(0, start - _NEGATION_REACH):start]
+    ends = list(_CLAUSE_END.finditer(before))
+    clause = before[ends[-1].end():] if ends else before
+    return bool(_NEGATION.search(clause))
+
+
 def _asserted(pat: re.Pattern[str], text: str) -> bool:
     """Whether ``text`` states the mention ``pat`` finds at least once without denying it."""
-    for m in pat.finditer(text):
-        before = text[max(0, m.start() - _NEGATION_REACH):m.start()]
-        ends = list(_CLAUSE_END.finditer(before))
-        clause = before[ends[-1].end():] if ends else before
-        if not _NEGATION.search(clause):
-            return True
-    return False
+    return any(not _denied(text, m.start()) for m in pat.finditer(text))
+
+
+# Alert and metric names as alerting rules and exporters spell them (Prometheus node_exporter's infiniband
+# collector, DCGM exporter fields, the usual alert names): one table, name (lower case) -> symptom kind. A name is
+# matched as a whole token of the text, so "symbol_error rising" or "InfinibandLinkDowned firing" classify.
+ALERT_NAMES: dict[str, str] = {
+    **{n: "link_errors" for n in (
+        "symbol_error", "symbol_errors", "symbolerror", "symbolerrorcounter", "symbolerrors",
+        "node_infiniband_symbol_error_total", "link_error_recovery", "linkerrorrecovery",
+        "linkerrorrecoverycounter", "node_infiniband_link_error_recovery_total", "link_downed", "linkdowned",
+        "linkdownedcounter", "node_infiniband_link_downed_total", "port_rcv_errors", "portrcverrors",
+        "node_infiniband_port_receive_errors_total", "local_link_integrity_errors",
+        "excessive_buffer_overrun_errors", "infinibandlinkdown", "infinibandlinkdowned", "ibportdown",
+        "ib_port_down", "infinibandporterrors", "infinibandsymbolerrors", "ibsymbolerrors", "linkflapping",
+        "link_flapping")},
+    **{n: "gpu_error" for n in (
+        "xid", "xiderror", "xid_error", "xid_errors", "gpuxiderror", "dcgm_fi_dev_xid_errors", "gpufelloffbus",
+        "gpu_fallen_off_bus", "dcgm_fi_dev_nvlink_crc_flit_error_count_total", "nvlinkerrors", "gpueccerror",
+        "dcgm_fi_dev_ecc_dbe_vol_total")},
+    **{n: "collective_timeout" for n in (
+        "nccltimeout", "nccl_timeout", "ncclwatchdogtimeout", "watchdog_timeout", "collectivetimeout",
+        "collective_timeout", "trainingstalled", "training_stalled", "jobhang", "job_hang")},
+    **{n: "collective_slow" for n in (
+        "portxmitwait", "port_xmit_wait", "xmit_wait", "node_infiniband_port_transmit_wait_total",
+        "lowbusbw", "low_busbw", "ncclslow", "nccl_slow", "allreduceslow")},
+}
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 def classify(text: str) -> list[str]:
-    return [kind for kind, pat in _KINDS if _asserted(pat, text)]
+    kinds = {kind for kind, pat in _KINDS if _asserted(pat, text)}
+    kinds |= {ALERT_NAMES[m.group(0).lower()] for m in _TOKEN.finditer(text)
+              if m.group(0).lower() in ALERT_NAMES and not _denied(text, m.start())}
+    return [kind for kind, _ in _KINDS if kind in kinds]
 
 
 def from_text(text: str, source: str = "cli") -> list[Symptom]:

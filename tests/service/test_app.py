@@ -96,7 +96,7 @@ def test_the_same_alert_twice_is_processed_once(service: Any, recorder: Any) -> 
     svc.worker.run_until_idle()
     c = svc.store.counts()
     assert c["requests"] == {"done": 1, "duplicate": 1}
-    assert c["incidents"] == {"diagnosed": 1}
+    assert c["incidents"] == {"waiting_for_evidence": 1}  # no bundle for the host: diagnosed from the alert text
     assert len(recorder.posts) == 1
 
 
@@ -108,8 +108,9 @@ def test_an_alert_with_no_evidence_still_gets_a_diagnosis_from_its_text(service:
     svc.worker.run_until_idle()
     [inc] = httpx.get(f"{svc.base_url}/incidents").json()
     full = httpx.get(f"{svc.base_url}/incidents/{inc['id']}").json()
-    assert full["status"] == "diagnosed" and full["diagnosis"]["files"] == []
+    assert full["status"] == "waiting_for_evidence" and full["diagnosis"]["files"] == []
     assert {s["kind"] for s in full["diagnosis"]["symptoms"]} >= {"connection_error"}
+    assert full["diagnosis"]["missing_evidence"]  # and what to collect for it
     assert full["evidence_notes"]  # what was searched and not found is shown to the engineer
 
 
@@ -123,8 +124,10 @@ def test_incident_api_serves_the_triage_json_contract(service: Any, tmp_path: Pa
     assert post(svc, alertmanager_payload(11, host="gpu-d042")).status_code == 202
     assert post(svc, alertmanager_payload(12, host="gpu-z001")).status_code == 202
     svc.worker.run_until_idle()
-    listed = httpx.get(f"{svc.base_url}/incidents", params={"status": "diagnosed"}).json()
+    listed = httpx.get(f"{svc.base_url}/incidents").json()
     assert len(listed) == 2 and all("diagnosis" not in x for x in listed)
+    by_status = httpx.get(f"{svc.base_url}/incidents", params={"status": "diagnosed"}).json()
+    assert [x["hosts"] for x in by_status] == [["gpu-d042"]]  # gpu-z001 has no bundle: waiting_for_evidence
     inc = next(x for x in listed if x["hosts"] == ["gpu-d042"])
     assert inc["top_cause"] == "link.bad_cable"
     full = httpx.get(f"{svc.base_url}/incidents/{inc['id']}").json()
@@ -176,7 +179,7 @@ def test_github_form_delivery_is_read_like_json(service: Any) -> None:
     assert "x-hub-signature-256" not in req.headers
     svc.worker.run_until_idle()
     [inc] = svc.store.list_incidents()
-    assert inc.source == "github" and "gpu-a003" in inc.hosts and inc.status == "diagnosed"
+    assert inc.source == "github" and "gpu-a003" in inc.hosts and inc.status == "waiting_for_evidence"
 
 
 def test_background_worker_health_and_metrics(service: Any) -> None:
@@ -194,7 +197,7 @@ def test_background_worker_health_and_metrics(service: Any) -> None:
     assert 'diagnose_requests_processed_total{outcome="done",source="alertmanager"} 1.0' in metrics
     assert 'diagnose_request_processing_seconds_count{source="alertmanager"} 1.0' in metrics
     assert "diagnose_queue_depth 0.0" in metrics
-    assert 'diagnose_incidents{status="diagnosed"} 1.0' in metrics
+    assert 'diagnose_incidents{status="waiting_for_evidence"} 1.0' in metrics
 
 
 def test_an_alert_storm_behind_one_leaf_is_one_incident(service: Any, tmp_path: Path) -> None:

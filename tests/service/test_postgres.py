@@ -29,7 +29,7 @@ def test_the_service_runs_on_postgresql(pg_server: Any, service: Any, recorder: 
     assert sorted(codes) == [200, 200, 200, 202, 202, 202]
     svc.worker.run_until_idle()
     listed = httpx.get(f"{svc.base_url}/incidents").json()
-    assert len(listed) == 3 and {x["status"] for x in listed} == {"diagnosed"}
+    assert len(listed) == 3 and {x["status"] for x in listed} == {"waiting_for_evidence"}
     assert len(recorder.posts) == 3
     health = httpx.get(f"{svc.base_url}/healthz").json()
     assert health["store"] == "ok" and health["store_backend"] == "postgresql" and health["queue_depth"] == 0

@@ -17,6 +17,8 @@ from diagnose.service.store import SCHEMA_VERSION, StoreError, open_store
 T0 = 1_800_000_000.0
 
 
+IBSTAT = {"path": "gpu-a001/ibstat.out", "format": "ibstat", "records": 4, "problem": None}  # evidence read
+
 def draft(ext: str, state: str = "firing", hosts: tuple[str, ...] = ("gpu-a001",), **kw: Any) -> IncidentDraft:
     return IncidentDraft(source=kw.pop("source", "alertmanager"), external_id=ext, title=kw.pop("title", "IB errors"),
                          text=kw.pop("text", "symbol errors rising"), hosts=list(hosts), state=state, **kw)
@@ -160,7 +162,7 @@ def test_alerts_behind_one_switch_within_the_window_are_one_incident(store: Any)
 def test_a_group_resolves_when_its_last_alert_does_and_refiring_reopens_it(store: Any) -> None:
     a = store.upsert_incident(draft("fp-1"), group_key="leaf", group_window_s=300, now=T0)
     store.upsert_incident(draft("fp-2"), group_key="leaf", group_window_s=300, now=T0 + 1)
-    store.set_diagnosis(a.incident.id, {"causes": []}, now=T0 + 2)
+    store.set_diagnosis(a.incident.id, {"causes": [], "files": [IBSTAT]}, now=T0 + 2)
     r1 = store.upsert_incident(draft("fp-1", state="resolved"), now=T0 + 3)
     assert not r1.resolved and store.get_incident(a.incident.id).status == "diagnosed"
     r2 = store.upsert_incident(draft("fp-2", state="resolved",
@@ -180,11 +182,11 @@ def test_done_stores_every_diagnosis_and_queues_one_postback_each(store: Any) ->
     inc = store.upsert_incident(draft("fp-1"), request_id=rid, now=T0).incident
     r = store.claim_next(60, 5, now=T0)
     diag = {"schema_version": 1, "symptoms": [], "causes": [{"id": "link.bad_cable"}], "ruled_out": [],
-            "missing_evidence": [], "files": []}
-    assert store.mark_done(rid, r.claim_token, {inc.id: (diag, ["no bundle for gpu-a001"])}, now=T0 + 1)
+            "missing_evidence": [], "files": [IBSTAT]}
+    assert store.mark_done(rid, r.claim_token, {inc.id: (diag, ["ibstat read for gpu-a001"])}, now=T0 + 1)
     got = store.get_incident(inc.id)
     assert got.status == "diagnosed" and got.diagnosis == diag and got.top_cause() == "link.bad_cable"
-    assert store.incident_extras(inc.id)["evidence_notes"] == ["no bundle for gpu-a001"]
+    assert store.incident_extras(inc.id)["evidence_notes"] == ["ibstat read for gpu-a001"]
     claimed = store.claim_delivery(60, now=T0 + 2)
     assert claimed is not None and claimed.id == inc.id
     assert store.claim_delivery(60, now=T0 + 3) is None  # being sent
@@ -260,3 +262,15 @@ def test_a_storm_upserted_from_many_threads_at_once_is_one_incident(store: Any) 
     [inc] = store.list_incidents()
     assert inc.alert_count == 6 and len(inc.hosts) == 6
     assert sum(r.created for r in results) == 1 and sum(r.needs_triage for r in results) == 1
+
+
+def test_a_diagnosis_from_no_recognised_file_waits_for_evidence(store: Any) -> None:
+    a = store.upsert_incident(draft("fp-9"), now=T0)
+    unread = {"path": "notes.txt", "format": "unknown", "records": 0, "problem": None}
+    store.set_diagnosis(a.incident.id, {"causes": [], "files": [unread]}, now=T0 + 1)
+    assert store.get_incident(a.incident.id).status == "waiting_for_evidence"
+    # its alert firing again diagnoses it again (a bundle may have arrived since)
+    again = store.upsert_incident(draft("fp-9"), now=T0 + 2)
+    assert again.needs_triage
+    store.set_diagnosis(a.incident.id, {"causes": [], "files": [IBSTAT]}, now=T0 + 3)
+    assert store.get_incident(a.incident.id).status == "diagnosed"

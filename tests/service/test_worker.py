@@ -80,7 +80,7 @@ def test_a_manual_incident_is_diagnosed_from_its_text(make: Any) -> None:
     assert inc.status == "open"
     worker.run_until_idle()
     got = store.get_incident(inc.id)
-    assert got.status == "diagnosed"
+    assert got.status == "waiting_for_evidence"  # its text alone: no bundle for gpu-a003 yet
     kinds = {(s["kind"], s["source"]) for s in got.diagnosis["symptoms"]}
     assert ("collective_timeout", "chat") in kinds
 
