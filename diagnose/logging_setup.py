@@ -8,6 +8,23 @@ import sys
 import structlog
 
 
+class _LiveStderr:
+    """``sys.stderr`` as it is at each write, not as it was when logging was configured: a caller that swaps it
+    (a test's capture, a daemon redirecting its output) never leaves the loggers writing to a closed stream."""
+
+    def write(self, s: str) -> int:
+        return sys.stderr.write(s)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
+_STDERR = _LiveStderr()
+
+
 def configure(fmt: str = "console", level: str = "warning") -> None:
     lvl = getattr(logging, level.upper(), logging.WARNING)
     processors: list[structlog.types.Processor] = [
@@ -26,7 +43,7 @@ def configure(fmt: str = "console", level: str = "warning") -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_STDERR),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
 
@@ -42,7 +59,7 @@ def _stdlib_through_structlog(renderer: structlog.types.Processor, lvl: int) -> 
                            structlog.processors.TimeStamper(fmt="iso", utc=True)],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_STDERR)  # type: ignore[arg-type]
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter)
     root = logging.getLogger()

@@ -173,6 +173,8 @@ def _rdma_expected(ctx: Context) -> bool:
     hits = ctx.frame("MessageHit")
     if not hits.empty and hits["kind"].astype(str).str.startswith("container_").any():
         return True  # inside a container, an HCA the host has is hidden unless passed in: absence shows nothing
+    if not ctx.frame("ContainerFact").empty:
+        return True  # a Kubernetes or Compose spec of the job's containers: the same
     sym = symptom_rows(ctx)
     if sym.empty:
         return False
