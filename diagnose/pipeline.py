@@ -782,10 +782,19 @@ def triage(
     catalog: Catalog | None = None,
     limits: LoadLimits | None = None,
     progress: Progress | None = None,
+    overrides: dict[str, float] | None = None,
+    origins: dict[str, str] | None = None,
 ) -> Diagnosis:
+    """Rank the causes. Thresholds are the catalog's defaults with the site's settings over them
+    (:mod:`diagnose.catalog.site`) unless ``overrides`` (``<cause id>.<name>`` -> value) is given."""
     ev = gather(paths, symptom, symptom_source, limits, progress, keep_records=False)
     cat = catalog or load_catalog()
-    return infer(cat, ev.findings, ev.symptoms, ev.formats, ev.files)
+    if overrides is None:
+        from diagnose.catalog.site import site_config
+
+        cfg = site_config()
+        overrides, origins = cfg.thresholds, cfg.origins
+    return infer(cat, ev.findings, ev.symptoms, ev.formats, ev.files, overrides, origins)
 
 
 __all__ = ["Evidence", "Location", "gather", "triage"]

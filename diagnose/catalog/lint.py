@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from diagnose.catalog.loader import CatalogError, load_catalog
+from diagnose.models.rule import SITE_PREFIX
 
-# The number of rules is pinned: adding or removing one is a deliberate change to this number.
+# The number of built-in rules is pinned: adding or removing one is a deliberate change to this number (a site's own
+# rules, site.<domain>.<name>, are not counted)
 PINNED_RULE_COUNT = 32
 
 
 def _fixture_dirs(root: Path, rid: str) -> tuple[list[Path], list[Path]]:
-    base = root / "fixtures" / Path(*rid.split("."))
+    base = root / "fixtures" / Path(*rid.removeprefix(SITE_PREFIX).split("."))
     if not base.is_dir():
         return [], []
     pos = sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("positive"))
@@ -59,26 +61,32 @@ def _release_problems(root: Path | None, rule_ids: set[str]) -> list[CatalogErro
     return out
 
 
-def lint(root: Path | None = None) -> list[CatalogError]:
-    cat = load_catalog(root)
+def lint(root: Path | None = None, sites: list[Path] | None = None) -> list[CatalogError]:
+    """The catalog's problems: the built-in one, and the site rule packs loaded with it (``sites``, by default the
+    site configuration's), whose rules need a playbook, and fixtures when the pack has a fixtures/ folder."""
+    cat = load_catalog(root, sites)
     problems = list(cat.errors)
     for rid in sorted(cat.rules):
-        rel = f"rules/{rid.replace('.', '/')}.yaml"
+        base = cat.root_of(rid)
+        site = rid.startswith(SITE_PREFIX)
+        short = rid.removeprefix(SITE_PREFIX).replace(".", "/")
+        rel = f"{base.as_posix()}/rules/{short}.yaml" if site else f"rules/{short}.yaml"
         if rid not in cat.playbooks:
             problems.append(CatalogError(rel, 1, f"no playbook for '{rid}'"))
-        pos, neg = _fixture_dirs(cat.root, rid)
-        if (cat.root / "fixtures").is_dir():
+        pos, neg = _fixture_dirs(base, rid)
+        if (base / "fixtures").is_dir():
             if not pos:
-                problems.append(CatalogError(rel, 1, f"no positive fixture under fixtures/{rid.replace('.', '/')}/"))
+                problems.append(CatalogError(rel, 1, f"no positive fixture under fixtures/{short}/"))
             if not neg:
-                problems.append(CatalogError(rel, 1, f"no negative fixture under fixtures/{rid.replace('.', '/')}/"))
+                problems.append(CatalogError(rel, 1, f"no negative fixture under fixtures/{short}/"))
             for d in pos + neg:
                 if not (d / "expect.yaml").is_file():
-                    problems.append(CatalogError(d.relative_to(cat.root).as_posix(), 0, "fixture lacks expect.yaml"))
+                    problems.append(CatalogError(d.relative_to(base).as_posix(), 0, "fixture lacks expect.yaml"))
                 if not (d / "README.md").is_file():
-                    problems.append(CatalogError(d.relative_to(cat.root).as_posix(), 0, "fixture lacks README.md"))
+                    problems.append(CatalogError(d.relative_to(base).as_posix(), 0, "fixture lacks README.md"))
     problems += _message_problems(root, cat)
     problems += _release_problems(root, set(cat.rules))
-    if len(cat.rules) != PINNED_RULE_COUNT:
-        problems.append(CatalogError("rules", 0, f"{len(cat.rules)} rules, but the pinned count is {PINNED_RULE_COUNT}"))
+    builtin = len(cat.builtin())
+    if builtin != PINNED_RULE_COUNT:
+        problems.append(CatalogError("rules", 0, f"{builtin} rules, but the pinned count is {PINNED_RULE_COUNT}"))
     return sorted(set(problems), key=lambda e: (e.file, e.line, e.message))

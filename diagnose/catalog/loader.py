@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from diagnose.catalog.locate import catalog_root
 from diagnose.catalog.taxonomy import TAXONOMY
-from diagnose.models.rule import Clause, ExpectClause, RuleSpec
+from diagnose.models.rule import SITE_PREFIX, Clause, ExpectClause, RuleSpec
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
 
@@ -47,6 +47,14 @@ class Catalog:
     rules: dict[str, RuleSpec] = field(default_factory=dict)
     playbooks: dict[str, Playbook] = field(default_factory=dict)
     errors: list[CatalogError] = field(default_factory=list)
+    sites: list[Path] = field(default_factory=list)  # site rule packs loaded after the built-in catalog
+    origin: dict[str, Path] = field(default_factory=dict)  # rule id -> the root it came from
+
+    def root_of(self, rule_id: str) -> Path:
+        return self.origin.get(rule_id, self.root)
+
+    def builtin(self) -> list[RuleSpec]:
+        return [s for s in self.sorted_rules() if not s.id.startswith(SITE_PREFIX)]
 
     def sorted_rules(self) -> list[RuleSpec]:
         return [self.rules[k] for k in sorted(self.rules)]
@@ -81,7 +89,8 @@ def _rel(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-def load_rule_file(path: Path, root: Path) -> tuple[RuleSpec | None, list[CatalogError]]:
+def load_rule_file(path: Path, root: Path, site: bool = False) -> tuple[RuleSpec | None, list[CatalogError]]:
+    """One rule file. ``site``: a site rule pack's, whose ids are ``site.<domain>.<name>`` (not in the taxonomy)."""
     rel = _rel(path, root)
     try:
         text = path.read_text(encoding="utf-8")
@@ -105,10 +114,14 @@ def load_rule_file(path: Path, root: Path) -> tuple[RuleSpec | None, list[Catalo
         return None, errs
     errors: list[CatalogError] = []
     rel_parts = path.relative_to(root / "rules").with_suffix("").parts if (root / "rules") in path.parents else ()
-    expected_id = ".".join(rel_parts)
+    expected_id = (SITE_PREFIX if site and rel_parts else "") + ".".join(rel_parts)
     if expected_id and spec.id != expected_id:
         errors.append(CatalogError(rel, _line_of(node, ("id",)), f"id '{spec.id}' does not match its path ('{expected_id}')"))
-    if spec.id not in TAXONOMY:
+    if site:
+        if not spec.id.startswith(SITE_PREFIX):
+            errors.append(CatalogError(rel, _line_of(node, ("id",)),
+                                       f"a site rule's id is 'site.<domain>.<name>', not '{spec.id}'"))
+    elif spec.id not in TAXONOMY:
         errors.append(CatalogError(rel, _line_of(node, ("id",)), f"id '{spec.id}' is not in the cause taxonomy"))
     for name, th in spec.thresholds.items():
         clauses: list[Clause | ExpectClause] = [*spec.evidence.supports, *spec.evidence.against,
@@ -123,7 +136,7 @@ def load_rule_file(path: Path, root: Path) -> tuple[RuleSpec | None, list[Catalo
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n(.*)\Z", re.S)
 
 
-def load_playbook(path: Path, root: Path) -> tuple[Playbook | None, list[CatalogError]]:
+def load_playbook(path: Path, root: Path, site: bool = False) -> tuple[Playbook | None, list[CatalogError]]:
     rel = _rel(path, root)
     try:
         text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
@@ -169,19 +182,49 @@ def load_playbook(path: Path, root: Path) -> tuple[Playbook | None, list[Catalog
     if not errors and want != list(PLAYBOOK_SECTIONS):
         errors.append(CatalogError(rel, body_line0, f"sections out of order: {want}"))
     cause = str(front.get("cause", ""))
-    domain_name = ".".join(path.relative_to(root / "playbooks").with_suffix("").parts) if (root / "playbooks") in path.parents else cause
+    domain_name = ((SITE_PREFIX if site else "") + ".".join(path.relative_to(root / "playbooks").with_suffix("").parts)
+                   if (root / "playbooks") in path.parents else cause)
     if cause != domain_name:
         errors.append(CatalogError(rel, 2, f"front matter cause '{cause}' does not match its path ('{domain_name}')"))
     return Playbook(cause, rel, front, body, sections), errors
 
 
-def load_catalog(root: Path | None = None) -> Catalog:
+def load_catalog(root: Path | None = None, sites: list[Path] | None = None) -> Catalog:
+    """The built-in catalog, then each site rule pack (``sites``; by default the ones the site configuration
+    names: ``DIAGNOSE_RULES``, ``diagnose.toml``): a folder with ``rules/<domain>/<name>.yaml`` of ids
+    ``site.<domain>.<name>`` and their ``playbooks/<domain>/<name>.md``."""
     root = root or catalog_root()
     cat = Catalog(root=root)
     rules_dir = root / "rules"
     if not rules_dir.is_dir():
         cat.errors.append(CatalogError("rules", 0, f"no rules folder under {root}"))
         return cat
+    _load_tree(cat, root, site=False)
+    if sites is None:
+        from diagnose.catalog.site import site_config
+
+        sites = site_config().rule_packs
+    for pack in sites:
+        pack = Path(pack)
+        if not (pack / "rules").is_dir():
+            cat.errors.append(CatalogError(str(pack), 0, "a site rule pack needs a rules/ folder"))
+            continue
+        cat.sites.append(pack)
+        _load_tree(cat, pack, site=True)
+    return cat
+
+
+def _load_tree(cat: Catalog, root: Path, site: bool) -> None:
+    before = len(cat.errors)
+    _load_tree_at(cat, root, site)
+    if site:  # a pack's problems are named with the pack's folder, not as if they were the built-in catalog's
+        cat.errors[before:] = [CatalogError(e.file if e.file.startswith("/") else f"{root.as_posix()}/{e.file}",
+                                            e.line, e.message) for e in cat.errors[before:]]
+
+
+def _load_tree_at(cat: Catalog, root: Path, site: bool) -> None:
+    rules_dir = root / "rules"
+    ids: list[str] = []
     for path in sorted(rules_dir.rglob("*")):
         if path.is_dir():
             continue
@@ -190,7 +233,7 @@ def load_catalog(root: Path | None = None) -> Catalog:
         if path.suffix not in (".yaml", ".yml"):
             cat.errors.append(CatalogError(_rel(path, root), 1, "unexpected file in rules/ (rules are .yaml)"))
             continue
-        spec, errs = load_rule_file(path, root)
+        spec, errs = load_rule_file(path, root, site=site)
         cat.errors.extend(errs)
         if spec is None:
             continue
@@ -198,16 +241,19 @@ def load_catalog(root: Path | None = None) -> Catalog:
             cat.errors.append(CatalogError(_rel(path, root), 1, f"duplicate rule id '{spec.id}'"))
             continue
         cat.rules[spec.id] = spec
+        cat.origin[spec.id] = root
+        ids.append(spec.id)
     pb_dir = root / "playbooks"
     if pb_dir.is_dir():
         for path in sorted(pb_dir.rglob("*.md")):
             if path.name == "README.md":
                 continue
-            pb, errs = load_playbook(path, root)
+            pb, errs = load_playbook(path, root, site=site)
             cat.errors.extend(errs)
             if pb:
                 cat.playbooks[pb.cause] = pb
-    for rid, spec in sorted(cat.rules.items()):
+    for rid in sorted(ids):
+        spec = cat.rules[rid]
         if not (root / spec.playbook).is_file():
-            cat.errors.append(CatalogError(f"rules/{rid.replace('.', '/')}.yaml", 1, f"playbook '{spec.playbook}' does not exist"))
-    return cat
+            rel = f"rules/{rid.removeprefix(SITE_PREFIX).replace('.', '/')}.yaml"
+            cat.errors.append(CatalogError(rel, 1, f"playbook '{spec.playbook}' does not exist"))

@@ -18,7 +18,9 @@ from diagnose.models.diagnosis import (
     Location,
     MissingEvidence,
     RuledOut,
+    RunSettings,
     Symptom,
+    ThresholdSetting,
 )
 from diagnose.symptoms import SYMPTOM_SOURCE
 
@@ -127,6 +129,7 @@ def infer(
     formats: set[str],
     files: list[FileEntry],
     overrides: dict[str, float] | None = None,
+    origins: dict[str, str] | None = None,
 ) -> Diagnosis:
     specs = cat.sorted_rules()
     by_id = {f.id: f for f in findings}
@@ -184,6 +187,22 @@ def infer(
     log.info("inferred", causes=len(causes), confirmed=sum(c.verdict == "confirmed" for c in causes),
              ruled_out=len(ruled_out))
     return Diagnosis(
-        symptoms=symptoms, causes=causes, ruled_out=sorted(ruled_out, key=lambda r: r.id),
-        missing_evidence=miss[:8], files=files,
+        settings=run_settings(cat, overrides, origins), symptoms=symptoms, causes=causes,
+        ruled_out=sorted(ruled_out, key=lambda r: r.id), missing_evidence=miss[:8], files=files,
     )
+
+
+def run_settings(cat: Catalog, overrides: dict[str, float] | None,
+                 origins: dict[str, str] | None = None) -> RunSettings | None:
+    """The header of a diagnosis run with site settings: each threshold set away from its default, with where it
+    was set, and the site rule packs; None when the built-in catalog ran as shipped."""
+    th: dict[str, ThresholdSetting] = {}
+    for key, val in sorted((overrides or {}).items()):
+        rid, _, name = key.rpartition(".")
+        spec = cat.rules.get(rid)
+        if spec is None or name not in spec.thresholds or spec.thresholds[name].default == val:
+            continue
+        th[key] = ThresholdSetting(value=val, default=spec.thresholds[name].default,
+                                   origin=(origins or {}).get(key, "caller"))
+    packs = [p.name for p in cat.sites]
+    return RunSettings(thresholds=th, rule_packs=packs) if th or packs else None

@@ -55,12 +55,17 @@ class UsageError(Exception):
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    err.print(Text.assemble(("error: ", "bold red"), msg), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 def _catalog() -> Catalog:
+    from diagnose.catalog.site import check, site_config
+
     cat = load_catalog()
+    bad = check(site_config(), cat)
+    if bad:
+        _fail("; ".join(bad))
     if not cat.rules:
         _fail(f"no rules found under {cat.root}: " + "; ".join(str(e) for e in cat.errors[:3]), 1)
     return cat
@@ -75,7 +80,7 @@ def _print_version(value: bool) -> None:
 
 
 # options of the whole program, accepted after the subcommand too (`diagnose triage b/ --log-level debug`)
-_GLOBAL_OPTS = ("--log-level", "--log-format")
+_GLOBAL_OPTS = ("--log-level", "--log-format", "--rules", "--threshold")
 
 
 def _hoist_global_options(argv: list[str]) -> list[str]:
@@ -115,7 +120,19 @@ def _root(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "warning",
     version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
                                           help="Print the version and the rule matcher in use, and exit.")] = False,
+    rules: Annotated[list[Path] | None, typer.Option(
+        "--rules", help="A site rule pack (rules/ and playbooks/ of ids site.<domain>.<name>); repeatable."
+                        " Also $DIAGNOSE_RULES and diagnose.toml's rule_packs.")] = None,
+    threshold: Annotated[list[str] | None, typer.Option(
+        "--threshold", help="<cause id>.<name>=<value>, over the default and the site's settings; repeatable.")]
+    = None,
 ) -> None:
+    from diagnose.catalog.site import SiteConfigError, load, set_site_config
+
+    try:
+        set_site_config(load(rules=rules or [], thresholds=threshold or []))
+    except SiteConfigError as exc:
+        _fail(str(exc))
     if log_format not in ("console", "json"):
         _fail("--log-format must be console or json")
     configure(log_format, log_level)
@@ -402,8 +419,16 @@ def rules_show(cause: Annotated[str, typer.Argument(help="A cause id.")]) -> Non
             lines.append(f"- **{e.weight}** absent `{e.finding}` when {', '.join(e.if_formats)} collected: {esc(e.why)}")
     if spec.thresholds:
         lines += ["", "## Thresholds", ""]
+        from diagnose.catalog.site import site_config
+
+        cfg = site_config()
         for k, th in spec.thresholds.items():
-            lines.append(f"- `{k}` = {th.default:g} {esc(th.unit)} — {esc(th.source)}")
+            key = f"{spec.id}.{k}"
+            if key in cfg.thresholds and cfg.thresholds[key] != th.default:
+                val = f"{cfg.thresholds[key]:g} (set by {esc(cfg.origins.get(key, '?'))}; default {th.default:g})"
+            else:
+                val = f"{th.default:g} (default)"
+            lines.append(f"- `{k}` = {val} {esc(th.unit)} — {esc(th.source)}")
     if spec.false_positives:
         lines += ["", "## False positives", ""] + [f"- {esc(x)}" for x in spec.false_positives]
     pb = cat.playbooks.get(spec.id)

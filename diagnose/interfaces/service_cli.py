@@ -62,6 +62,32 @@ def _settings(config: Path | None, **overrides: Any) -> Settings:
     return load_settings(**overrides)
 
 
+def _apply_site(settings: Any) -> None:
+    """The service's site rule packs and thresholds (DIAGNOSE_RULES / DIAGNOSE_THRESHOLDS, from the environment or
+    the env file) for every triage it runs; one that names nothing stops the start-up."""
+    import os
+
+    from diagnose.catalog.loader import load_catalog
+    from diagnose.catalog.site import SiteConfigError, check, load, set_site_config, site_config
+
+    cfg = site_config()  # the environment's, the config file's and the command line's
+    if settings.rules or settings.thresholds:  # the env file's too, the command line still winning
+        env = dict(os.environ)
+        if settings.rules:
+            env["DIAGNOSE_RULES"] = settings.rules
+        if settings.thresholds:
+            env["DIAGNOSE_THRESHOLDS"] = settings.thresholds
+        cli = [f"{k}={v}" for k, v in cfg.thresholds.items() if cfg.origins.get(k) == "--threshold"]
+        try:
+            cfg = load(environ=env, rules=cfg.rule_packs, thresholds=cli)
+        except SiteConfigError as exc:
+            raise ServiceCliError(str(exc)) from exc
+        set_site_config(cfg)
+    bad = check(cfg, load_catalog())
+    if bad:
+        raise ServiceCliError("; ".join(bad))
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a ``sqlite:///...`` store URL (None for other stores and in-memory SQLite)."""
     if not url.startswith("sqlite:///") or url.endswith(":memory:"):
@@ -100,6 +126,7 @@ def serve(
     if not 0 < port < 65536:
         raise ServiceCliError(f"--port must be 1..65535, not {port}")
     settings = _settings(config)
+    _apply_site(settings)
     try:
         app = create_app(settings)
     except StoreError as exc:

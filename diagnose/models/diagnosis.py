@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -113,10 +113,32 @@ class FileEntry(_Closed):
     problem: str | None = None
 
 
+class ThresholdSetting(_Closed):
+    value: float
+    default: float
+    origin: str  # the file or variable that set it
+
+
+class RunSettings(_Closed):
+    """What a diagnosis ran with when a site changed it: thresholds set away from their defaults (``<cause
+    id>.<name>``) and the site rule packs loaded. Absent when the built-in catalog ran as shipped."""
+
+    thresholds: dict[str, ThresholdSetting] = Field(default_factory=dict)
+    rule_packs: list[str] = Field(default_factory=list)
+
+
 class Diagnosis(_Closed):
     schema_version: Literal[1] = SCHEMA_VERSION
+    settings: RunSettings | None = None  # left out of the output when None (the catalog as shipped)
     symptoms: list[Symptom]
     causes: list[CauseResult]
     ruled_out: list[RuledOut]
     missing_evidence: list[MissingEvidence]
     files: list[FileEntry]
+
+    @model_serializer(mode="wrap")
+    def _drop_default_settings(self, handler: Any) -> Any:
+        out = handler(self)
+        if isinstance(out, dict) and out.get("settings") is None:
+            out.pop("settings", None)
+        return out

@@ -12,7 +12,8 @@ from diagnose.models.diagnosis import SymptomKind
 Weight = Literal["strong", "moderate", "weak"]
 Scalar = str | int | float | bool
 OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
-ID_RE = re.compile(r"^[a-z]+\.[a-z0-9_]+$")
+ID_RE = re.compile(r"^(?:site\.)?[a-z]+\.[a-z0-9_]+$")  # a site's own rules: site.<domain>.<name>
+SITE_PREFIX = "site."
 RESERVED_FIELDS = {"id", "sid", "fid", "kind", "$s"}
 
 
@@ -122,7 +123,8 @@ class RuleSpec(_Closed):
     @classmethod
     def _id(cls, v: str) -> str:
         if not ID_RE.match(v):
-            raise ValueError(f"id '{v}' must look like 'domain.name' (lowercase, digits, underscores)")
+            raise ValueError(f"id '{v}' must look like 'domain.name', or 'site.domain.name' for a site's own rule"
+                             " (lowercase, digits, underscores)")
         return v
 
     @model_validator(mode="after")
@@ -140,7 +142,7 @@ class RuleSpec(_Closed):
                     for item in v if isinstance(v, list) else [v]:
                         if isinstance(item, str) and item.startswith("$") and item[1:] not in self.thresholds:
                             raise ValueError(f"clause '{c.id}' uses undefined threshold '{item}'")
-        domain, name = self.id.split(".", 1)
+        domain, name = self.id.removeprefix(SITE_PREFIX).split(".", 1)
         if self.playbook != f"playbooks/{domain}/{name}.md":
             raise ValueError(f"playbook must be 'playbooks/{domain}/{name}.md'")
         return self

@@ -8,7 +8,10 @@ from diagnose.models.diagnosis import Diagnosis
 
 
 def render_json(d: Diagnosis) -> str:
-    return json.dumps(d.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+    out = d.model_dump(mode="json")
+    if out.get("settings") is None:
+        out.pop("settings", None)  # the built-in catalog as shipped: the header says nothing
+    return json.dumps(out, indent=2, ensure_ascii=False) + "\n"
 
 
 def json_schema() -> str:

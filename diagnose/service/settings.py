@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     store: str | None = Field(None, description="Database URL: sqlite:///path.db or postgresql://... ; default SQLite in data_dir.")
     bundles: Path | None = Field(None, description="Bundle store: $DIAGNOSE_BUNDLES/<job-or-host>/...; default data_dir/bundles.")
     topology: Path | None = Field(None, description="A topology file (ibnetdiscover / iblinkinfo / ibdiagnet) used to group alert storms.")
+    # the site's own rule packs and thresholds (diagnose.catalog.site), also from the env file
+    rules: str | None = Field(None, description="Site rule pack folders, separated by the OS path separator.")
+    thresholds: str | None = Field(None, description="'<cause id>.<name>=<value>,...' over the rules' defaults.")
 
     # inbound authentication: one secret per signed source
     alertmanager_token: SecretStr | None = None
