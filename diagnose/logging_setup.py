@@ -49,6 +49,7 @@ def configure(fmt: str = "console", level: str = "warning") -> None:
 
 
 _HANDLER_NAME = "diagnose-structlog"
+_SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 def _stdlib_through_structlog(renderer: structlog.types.Processor, lvl: int) -> None:
@@ -68,3 +69,8 @@ def _stdlib_through_structlog(renderer: structlog.types.Processor, lvl: int) -> 
             root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(lvl)
+    for name in _SERVER_LOGGERS:  # a server's own logging config (uvicorn's default) gives them handlers of their
+        lg = logging.getLogger(name)  # own and stops them at themselves: send them to the root handler
+        lg.handlers.clear()
+        lg.propagate = True
+        lg.disabled = False

@@ -11,8 +11,12 @@ from diagnose.logging_setup import configure
 
 
 def test_in_json_mode_every_stdlib_line_is_json(capsys: pytest.CaptureFixture[str]) -> None:
-    import structlog
+    import logging.config
 
+    import structlog
+    import uvicorn.config
+
+    logging.config.dictConfig(uvicorn.config.LOGGING_CONFIG)  # a server that set up its own loggers first
     configure("json", "info")
     try:
         logging.getLogger("uvicorn.error").info("Started server process [%d]", 4242)
