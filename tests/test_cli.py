@@ -245,3 +245,30 @@ def test_on_a_terminal_commands_of_a_playbook_are_never_wrapped(monkeypatch: pyt
             fenced.append(ln.strip())
     assert fenced and all(any(cmd in o for o in out.splitlines()) for cmd in fenced)
     assert any(len(cmd) > 80 for cmd in fenced)  # the check bites: some commands are wider than the terminal
+
+
+def test_topology_lists_a_host_port_that_triage_finds_down() -> None:
+    bundle = ROOT / "fixtures" / "link" / "port_down" / "positive-hca-polling-one-host"
+    tri = json.loads(run("triage", str(bundle), "--format", "json").stdout)
+    loc = next(c["location"] for c in tri["causes"] if c["id"] == "link.port_down")
+    topo = run("topology", str(bundle), "--format", "json")
+    assert topo.returncode == 0, topo.stderr
+    down = json.loads(topo.stdout)["host_ports_down"]
+    assert any(d.startswith(f"{loc['host']} {loc['device']} port {loc['port']}:") for d in down), down
+
+
+@pytest.mark.slow
+def test_every_line_of_the_readme_tour_runs_as_pasted(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Use", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [ln for ln in block.splitlines() if ln.strip()]
+    assert len(lines) >= 10
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "HOME": str(tmp_path), "COLUMNS": "100"}
+    for ln in lines:
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", ln],
+                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        ok = r.returncode in ((0, 141) if "| head" in ln else (0,))  # head closing the pipe early is fine
+        assert ok and "Traceback" not in r.stderr, (ln, r.returncode, r.stderr[-500:])
+        if "--fail-on" in ln:
+            assert r.stdout.rstrip().endswith("exit 3")

@@ -256,6 +256,23 @@ def evidence(
     con.print(ft)
 
 
+def _host_ports_down(ports: object) -> list[str]:
+    """HCA ports a host capture shows not Active (Down, Polling, Disabled, Init), as ``host mlx5_N port P: state
+    (phys) [file:line]``: a port down on the host side is one the fabric topology may not show at all."""
+    import pandas as pd
+
+    if not isinstance(ports, pd.DataFrame) or ports.empty or "state" not in ports.columns:
+        return []
+    st = ports["state"].astype(str)
+    bad = ports[ports["state"].notna() & ~st.str.lower().str.contains("active")]
+    out = []
+    for r in bad.sort_values(["host", "device", "port"], na_position="first").itertuples(index=False):
+        phys = f" ({r.phys_state})" if isinstance(r.phys_state, str) and r.phys_state else ""
+        who = f"{r.host} " if isinstance(r.host, str) and r.host else ""
+        out.append(f"{who}{r.device} port {r.port}: {r.state}{phys} [{r.source}:{r.line}]")
+    return list(dict.fromkeys(out))
+
+
 @app.command()
 def topology(
     paths: Annotated[list[str], typer.Argument(help="Bundle folders, archives or files with a topology source.")],
@@ -274,12 +291,19 @@ def topology(
     except BundleError as exc:
         _fail(str(exc))
         return
-    fab = build_fabric(build_frames(ev.records))
-    if fab is None:
-        _fail("no topology source in the input (ibnetdiscover, iblinkinfo, ibqueryerrors -r or ibdiagnet2.db_csv)")
+    frames = build_frames(ev.records)
+    fab = build_fabric(frames)
+    host_down = _host_ports_down(frames.get("IbPort"))
+    if fab is None and not host_down:
+        _fail("no topology source in the input (ibnetdiscover, iblinkinfo, ibqueryerrors -r or ibdiagnet2.db_csv)"
+              " and no host port capture (ibstat, ibstatus, ibv_devinfo, sysfs)")
         return
-    summary = fab.summary()
-    if graphml is not None:
+    summary: dict[str, object] = fab.summary() if fab is not None else {
+        "nodes": {}, "hosts": 0, "cables": 0, "best_link": None, "degraded_links": [], "ports_down": []}
+    summary["host_ports_down"] = host_down
+    if fab is None:
+        summary["note"] = "no fabric topology source: only the hosts' own port captures"
+    if graphml is not None and fab is not None:
         g = fab.graph.copy()
         for _, d in g.nodes(data=True):
             for k in list(d):
@@ -304,7 +328,10 @@ def topology(
     t.add_row("cables", str(summary["cables"]))
     t.add_row("best link", f"{summary['best_link']:g} Gb/s" if summary["best_link"] else "-")
     con.print(t)
-    for title, key in (("Degraded links", "degraded_links"), ("Ports down", "ports_down")):
+    if fab is None:
+        con.print(Text(str(summary["note"]), style="yellow"))
+    for title, key in (("Degraded links", "degraded_links"), ("Ports down", "ports_down"),
+                       ("Host ports not Active (ibstat, ibstatus, ibv_devinfo, sysfs)", "host_ports_down")):
         items = summary[key]
         if items:
             d = Table(title=f"{title} ({len(items)})", show_header=False)  # type: ignore[arg-type]
