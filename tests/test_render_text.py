@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from diagnose.models.diagnosis import FileEntry
 from diagnose.pipeline import triage
 from diagnose.render import render_text
@@ -47,16 +49,19 @@ def test_verbose_lists_every_file_of_a_large_bundle() -> None:
     assert all(f"gpu-a{h:04d}/ibstat.txt" in out for h in range(100))
 
 
-def _positive_bundles() -> list[Path]:
+def _bundles(positive_only: bool) -> list[Path]:
     root = Path(__file__).resolve().parents[1] / "fixtures"
-    return sorted(p.parent for p in root.rglob("expect.yaml") if p.parent.name.startswith("positive"))
+    return sorted(p.parent for p in root.rglob("expect.yaml")
+                  if not positive_only or p.parent.name.startswith("positive"))
 
 
-def test_at_80_columns_every_cited_line_is_intact_and_no_token_is_broken() -> None:
+@pytest.mark.parametrize("positive_only", [True, pytest.param(False, marks=pytest.mark.slow)],
+                         ids=["positive fixtures", "every fixture and field case"])
+def test_at_80_columns_every_cited_line_is_intact_and_no_token_is_broken(positive_only: bool) -> None:
     import yaml
 
-    bundles = _positive_bundles()
-    assert len(bundles) >= 60
+    bundles = _bundles(positive_only)
+    assert len(bundles) >= (60 if positive_only else 220)
     broken = []
     for b in bundles:
         sym = (yaml.safe_load((b / "expect.yaml").read_text()) or {}).get("symptom")
