@@ -17,7 +17,7 @@ from diagnose.pipeline import triage
 from diagnose.render import render_json
 
 ROOT = Path(__file__).resolve().parent.parent
-PACK = ROOT / "tests" / "data" / "site_pack"
+PACK = ROOT / "tests" / "site_pack"  # not under tests/data, which holds tool output only
 BUNDLE = ROOT / "fixtures" / "link" / "bad_cable" / "positive-symbol-errors-rising"
 
 
