@@ -8,11 +8,14 @@ only a missing input path or an input with no readable file at all is a :class:`
 from __future__ import annotations
 
 import gzip
+import io
 import mmap
 import os
 import re
+import stat
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -36,7 +39,14 @@ class LoadLimits:
     chunk_bytes: int = 8 * 1024 * 1024
     head_bytes: int = 256 * 1024  # what sniffing sees of a streamed file
     max_archive_members: int = 100_000
-    max_archive_bytes: int = 4 * 1024 * 1024 * 1024
+    max_archive_bytes: int = 1024 * 1024 * 1024  # an archive's members, uncompressed, read in all
+    # a member (or a .tar.gz as a whole) expanding more than this many times its compressed size, past the floor,
+    # is a compression bomb: it is cut there (logs compress 10-40:1; zeros 1000:1)
+    max_ratio: int = 100
+    ratio_floor_bytes: int = 16 * 1024 * 1024
+    # the text held in memory for the whole input (files read whole and archive members; a streamed large file
+    # is read chunk by chunk and does not count): past it, further files are listed with a problem, not read
+    max_total_bytes: int = 1024 * 1024 * 1024
     max_bulk_bytes: int = 2 * 1024 * 1024 * 1024  # bulk counter dumps are read whole up to this size
     # bulk dumps this large together are parsed on a second core (0: never): a fork costs ~10 ms, and the two
     # dumps of a 512-host fabric (54 MB) take 0.3 s of a 1.2 s triage
@@ -111,7 +121,7 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
                 clipped += n
                 yield line_no, text
                 line_no += text.count("\n")
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # truncated or corrupt (a flipped byte in a gzip member)
         problems.append(f"read stopped early: {exc}")
     if carry:
         text, n = _decode_clipped(carry, limits)
@@ -314,17 +324,37 @@ def _decode_clipped(data: bytes | memoryview, limits: LoadLimits) -> tuple[str, 
     return text, 0
 
 
+def _gunzip_capped(data: bytes, cap: int) -> tuple[bytes, str | None]:
+    """A gzip file's bytes, at most ``cap`` of them, and a note when not all was read: decompressed in steps, so a
+    member that expands a thousandfold costs ``cap`` bytes of memory, not its full size, and a corrupt or truncated
+    stream keeps what came before the damage."""
+    out: list[bytes] = []
+    total = 0
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
+            while total <= cap:
+                block = fh.read(min(8 << 20, cap + 1 - total))
+                if not block:
+                    return b"".join(out), None
+                out.append(block)
+                total += len(block)
+    except (OSError, EOFError, zlib.error) as exc:
+        if not out:
+            raise
+        return b"".join(out), f"truncated or corrupt gzip after {total:,} bytes ({exc}): what came before was read"
+    return b"".join(out)[:cap], (f"gzip member decompresses to more than {cap // 1048576} MiB: only its first part"
+                                 " was read")
+
+
 def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | None = None) -> BundleFile:
     problems: list[str] = []
     if data[:2] == b"\x1f\x8b" and not rel.endswith((".tar.gz", ".tgz")):
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
+            data, note = _gunzip_capped(data, limits.max_file_bytes)  # never more than the cap (a gzip bomb)
+        except (OSError, EOFError, zlib.error) as exc:
             return BundleFile(rel, None, [f"truncated or corrupt gzip ({exc})"], _host_hint(rel))
-        if len(data) > limits.max_file_bytes:
-            total_size = len(data)
-            half = limits.max_file_bytes // 2
-            data = data[:half] + b"\n" + data[-half:]
+        if note:
+            problems.append(note)
     if _looks_binary(data[:8192]):
         return BundleFile(rel, None, ["binary file, not read"], _host_hint(rel), data=data)
     text = _decode(data, limits, problems)
@@ -340,7 +370,10 @@ def _read_file(p: str | Path, rel: str, limits: LoadLimits) -> BundleFile | str:
     """One file on disk as a BundleFile, or the kind of archive it is by its magic bytes ("tar" / "zip"): the
     file is opened once either way."""
     try:
-        size = os.stat(p).st_size
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read forever, a device never end
+            return BundleFile(rel, None, [f"not a regular file ({_kind_of(st.st_mode)}), not read"], _host_hint(rel))
+        size = st.st_size
         if size > limits.stream_bytes:
             with open(p, "rb") as fh:
                 magic = fh.read(_MAGIC_BYTES)
@@ -392,6 +425,10 @@ def _safe_member(name: str) -> str | None:
 def _iter_tar(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFile]:
     total = 0
     try:
+        packed = max(os.stat(path).st_size, 1)
+    except OSError:
+        packed = 1
+    try:
         with tarfile.open(path, "r:*") as tf:
             members = 0
             for m in tf:
@@ -411,7 +448,12 @@ def _iter_tar(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[Bun
                     continue
                 total += m.size
                 if total > limits.max_archive_bytes:
-                    yield BundleFile(rel, None, ["archive expands beyond the size limit; rest skipped"])
+                    yield BundleFile(rel, None, [f"archive expands beyond {limits.max_archive_bytes >> 20} MiB; rest"
+                                                 " skipped"])
+                    return
+                if total > limits.ratio_floor_bytes and total / packed > limits.max_ratio:
+                    yield BundleFile(rel, None, [f"archive expands more than {limits.max_ratio}:1 (a compression"
+                                                 " bomb?); rest skipped"])
                     return
                 fh = tf.extractfile(m)
                 if fh is None:
@@ -445,8 +487,14 @@ def _iter_zip(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[Bun
                     continue
                 total += info.file_size
                 if total > limits.max_archive_bytes:
-                    yield BundleFile(rel, None, ["archive expands beyond the size limit; rest skipped"])
+                    yield BundleFile(rel, None, [f"archive expands beyond {limits.max_archive_bytes >> 20} MiB; rest"
+                                                 " skipped"])
                     return
+                ratio = info.file_size / max(info.compress_size, 1)
+                if info.file_size > limits.ratio_floor_bytes and ratio > limits.max_ratio:
+                    yield BundleFile(rel, None, [f"compression ratio {ratio:,.0f}:1 beyond the {limits.max_ratio}:1"
+                                                 " limit (a compression bomb?), not read"])
+                    continue
                 with zf.open(info) as fh:
                     data = fh.read(limits.max_file_bytes + 1)
                 if len(data) > limits.max_file_bytes:
@@ -477,6 +525,14 @@ def _archive_magic(magic: bytes) -> str | None:
     return None
 
 
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
 def _load_file(p: str | Path, rel: str, limits: LoadLimits) -> Iterable[BundleFile]:
     """A file of the input: the members of an archive (known by its name or its magic bytes), else the file."""
     kind = _archive_by_name(os.path.basename(p))
@@ -494,27 +550,119 @@ def _walk(root: Path) -> list[tuple[str, str, bool]]:
     one ``scandir`` per folder whose entries know their own type (no stat per file, no Path per entry).
     Symlinked folders are not entered; an unreadable folder is skipped."""
     found: list[tuple[list[str], str, bool]] = []
-    folders = [(str(root), "")]  # a stack, not a recursive closure (a reference cycle, left to the collector)
+    folders = [(str(root), "", 0)]  # a stack, not a recursive closure (a reference cycle, left to the collector)
     while folders:
-        folder, prefix = folders.pop()
+        folder, prefix, depth = folders.pop()
+        if depth > MAX_FOLDER_DEPTH:
+            found.append(((prefix.rstrip("/") or ".").split("/"), folder, False))  # reported by load_inputs
+            continue
         try:
             with os.scandir(folder) as it:
                 entries = list(it)
-        except PermissionError:
+        except OSError:  # unreadable (permissions), or a path the system cannot open (too long)
+            if prefix:
+                found.append((prefix.rstrip("/").split("/"), folder, False))  # reported by load_inputs
             continue
         for e in entries:
             rel = prefix + e.name
-            if e.is_dir(follow_symlinks=False):
-                folders.append((e.path, rel + "/"))
-            elif e.is_symlink():
-                found.append((rel.split("/"), e.path, True))
-            elif e.is_file():
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    folders.append((e.path, rel + "/", depth + 1))
+                elif e.is_symlink():
+                    found.append((rel.split("/"), e.path, True))
+                else:  # a regular file, or a FIFO, socket or device: load_inputs says which
+                    found.append((rel.split("/"), e.path, False))
+            except OSError:
                 found.append((rel.split("/"), e.path, False))
     found.sort(key=lambda t: t[0])
     return [("/".join(parts), path, link) for parts, path, link in found]
 
 
 _NOT_EVIDENCE = ("expect.yaml", "README.md")  # a fixture bundle's own metadata, at its top
+MAX_FOLDER_DEPTH = 64  # folders nested deeper are not entered (a real bundle is a few levels deep)
+# given by path, these are the running system's, not evidence: /dev/zero never ends, /proc and /sys change as read
+_LIVE_ROOTS = ("/dev", "/proc", "/sys")
+
+
+def _given(raw: str | os.PathLike[str]) -> Path | str:
+    """A path the user gave, or why it is not read (a one-line reason: ``path: why``)."""
+    text = os.fspath(raw)
+    if not str(text).strip():
+        return "'': an empty path names nothing (the working directory is not read unless given as '.')"
+    p = Path(text)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise BundleError(f"no such file or folder: {_short(str(text))}") from None
+    except OSError as exc:  # a name too long, a symlink loop, no permission
+        raise BundleError(f"cannot read {_short(str(text))}: {exc.strerror or exc}") from None
+    try:
+        real = p.resolve()
+    except (OSError, RuntimeError):
+        real = p
+    if any(str(real) == r or str(real).startswith(r + "/") for r in _LIVE_ROOTS):
+        return f"{_short(str(text))}: the running system's /{str(real).split('/')[1]}, not a capture of it, not read"
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return f"{_short(str(text))}: {_kind_of(st.st_mode)}, not a file or folder of evidence, not read"
+    return p
+
+
+def _short(text: str, n: int = 120) -> str:
+    return text if len(text) <= n else text[: n // 2] + "..." + text[-n // 2:]
+
+
+def _not_readable(name: str, link: bool, root: Path) -> str | None:
+    """Why a file found in a bundle folder is not read (None: it is): a special file, an unreadable or too deep
+    folder, a symlink that leaves the bundle, loops or points at something that is not a regular file."""
+    if link:
+        try:
+            target = Path(name).resolve(strict=True)
+            target.relative_to(root.resolve())
+        except ValueError:
+            return "symlink pointing outside the bundle, not followed"
+        except (OSError, RuntimeError):  # missing target, or a loop (RuntimeError before Python 3.13)
+            return "symlink that loops or points at nothing, not followed"
+        try:
+            mode = target.stat().st_mode
+        except OSError as exc:
+            return f"unreadable: {exc.strerror or exc}"
+        return None if stat.S_ISREG(mode) else f"symlink to {_kind_of(mode)}, not followed"
+    try:
+        mode = os.lstat(name).st_mode
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return (f"folder nested deeper than {MAX_FOLDER_DEPTH} levels, not entered"
+                if name.count(os.sep) - str(root).count(os.sep) > MAX_FOLDER_DEPTH else "unreadable folder, not entered")
+    return None if stat.S_ISREG(mode) else f"{_kind_of(mode)}, not read"
+
+
+class _Budget:
+    """The text held in memory for the whole input: past ``cap`` bytes, no further file or archive member is read
+    (each is listed with the limit it hit), so memory stays bounded whatever the bundle holds."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.used = 0
+
+    def add(self, out: list[BundleFile], files: Iterable[BundleFile], rel: str) -> None:
+        if self.used > self.cap:
+            out.append(BundleFile(rel, None, [self._note()], _host_hint(rel)))
+            return
+        it = iter(files)
+        for bf in it:
+            out.append(bf)
+            if bf.stream is None:
+                self.used += len(bf.text or "") + len(bf.data or b"")
+            if self.used > self.cap:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()  # an archive: its other members are not read
+                    out.append(BundleFile(rel, None, [self._note() + "; the rest of this archive skipped"]))
+                return
+
+    def _note(self) -> str:
+        return f"the input's read budget ({self.cap >> 20} MiB of text in memory) is spent: not read"
 
 
 def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | None = None) -> list[BundleFile]:
@@ -523,23 +671,28 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
     out: list[BundleFile] = []
     if not paths:
         raise BundleError("no input given: pass a bundle folder, an archive or files")
+    refused: list[str] = []
+    budget = _Budget(limits.max_total_bytes)
     for raw in paths:
-        p = Path(raw)
-        if not p.exists():
-            raise BundleError(f"no such file or folder: {raw}")
+        p = _given(raw)
+        if isinstance(p, str):
+            refused.append(p)
+            continue
         if p.is_dir():
             for rel, name, link in _walk(p):
-                if link:
-                    try:
-                        Path(name).resolve(strict=True).relative_to(p.resolve())
-                    except (ValueError, OSError):
-                        out.append(BundleFile(rel, None, ["symlink pointing outside the bundle, not followed"]))
-                        continue
                 if rel in _NOT_EVIDENCE:
                     continue
-                out.extend(_load_file(name, rel, limits))
+                problem = _not_readable(name, link, p)
+                if problem:
+                    out.append(BundleFile(rel, None, [problem], _host_hint(rel)))
+                    continue
+                budget.add(out, _load_file(name, rel, limits), rel)
         else:
-            out.extend(_load_file(p, p.name, limits))
+            budget.add(out, _load_file(p, p.name, limits), p.name)
+    if refused and not out:
+        raise BundleError("; ".join(refused))
+    for r in refused:
+        out.append(BundleFile(r.split(":", 1)[0], None, [r.split(": ", 1)[-1]]))
     if not out:
         raise BundleError("no readable file in the input: " + ", ".join(str(p) for p in paths))
     return _in_order(_fold_sysfs(out))

@@ -17,6 +17,7 @@ semantics; ``DIAGNOSE_ENGINE=python`` chooses it explicitly. :data:`ENGINE` name
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 from collections.abc import Iterable
@@ -84,18 +85,29 @@ def _condition(finding: str, where: dict[str, object], thresholds: dict[str, flo
     return {"$and": terms} if len(terms) > 1 else terms[0]
 
 
+_NUM_MAX = 1e15  # beyond it a number prints with an exponent, which durable-rules' JSON reader does not parse
+
+
 def _num(v: object) -> object:
-    """durable-rules' JSON reader does not parse exponents (1e-14): keep floats in plain decimal range."""
-    if isinstance(v, float) and not isinstance(v, bool):
-        return round(v, 6) if abs(v) < 1e15 else float(int(v))
-    return v
+    """A fact's number as both matchers can compare it: floats rounded in plain decimal range (durable-rules reads
+    no exponent, 1e-14), and a number beyond +-1e15 (an integer past int64 in a corrupt counter file, which the C
+    engine rejects with error 204) clamped to it; never inf or NaN (None: the attribute is left out)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return v
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if abs(v) >= _NUM_MAX:
+        return math.copysign(_NUM_MAX, v)
+    return round(v, 6) if isinstance(v, float) else v
 
 
 def _fact(n: int, f: Finding) -> dict[str, object]:
     fact: dict[str, object] = {"id": str(n), "fid": f.id, "kind": f.kind}
     for k, v in f.attrs.items():
         if v is not None and k not in fact:
-            fact[k] = _num(v)
+            n = _num(v)
+            if n is not None:
+                fact[k] = n
     loc = f.location
     for k in ("host", "device", "port", "rank"):
         v = getattr(loc, k)

@@ -63,6 +63,10 @@ def _catalog() -> Catalog:
     from diagnose.catalog.site import check, site_config
 
     cat = load_catalog()
+    if cat.errors:  # a rule that does not load would silently drop its cause from every diagnosis
+        first = "; ".join(str(e) for e in cat.errors[:3])
+        more = f" (and {len(cat.errors) - 3} more)" if len(cat.errors) > 3 else ""
+        _fail(f"the rule catalog has {len(cat.errors)} problem(s), see 'diagnose rules lint': {first}{more}")
     bad = check(site_config(), cat)
     if bad:
         _fail("; ".join(bad))
