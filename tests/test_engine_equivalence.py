@@ -57,6 +57,7 @@ def _bundles() -> list[tuple[Path, str | None]]:
 
 
 @durable
+@pytest.mark.slow  # ~40 s: every fixture and field bundle gathered and inferred twice
 def test_every_fixture_bundle_gets_the_same_diagnosis_byte_for_byte_from_both_matchers(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from diagnose.engine import infer
