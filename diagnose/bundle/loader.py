@@ -637,6 +637,35 @@ def _not_readable(name: str, link: bool, root: Path) -> str | None:
     return None if stat.S_ISREG(mode) else f"{_kind_of(mode)}, not read"
 
 
+class _Manifests:
+    """The hosts ``diagnose collect`` recorded: a folder with its ``manifest.json`` is that host's, whatever its
+    name (no guessing from folder names); the manifest itself is no evidence."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cache: dict[str, str | None] = {}
+
+    def _host(self, folder: str) -> str | None:
+        if folder not in self.cache:
+            from diagnose.collect import manifest_host
+
+            self.cache[folder] = manifest_host(self.root / folder) if (self.root / folder / "manifest.json").is_file() \
+                else None
+        return self.cache[folder]
+
+    def is_manifest(self, rel: str) -> bool:
+        folder, _, name = rel.rpartition("/")
+        return name == "manifest.json" and self._host(folder) is not None
+
+    def host_of(self, rel: str) -> str | None:
+        parts = rel.split("/")[:-1]
+        for i in range(len(parts), -1, -1):
+            host = self._host("/".join(parts[:i]))
+            if host:
+                return host
+        return None
+
+
 class _Budget:
     """The text held in memory for the whole input: past ``cap`` bytes, no further file or archive member is read
     (each is listed with the limit it hit), so memory stays bounded whatever the bundle holds."""
@@ -679,14 +708,20 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
             refused.append(p)
             continue
         if p.is_dir():
+            hosts = _Manifests(p)
             for rel, name, link in _walk(p):
-                if rel in _NOT_EVIDENCE:
+                if rel in _NOT_EVIDENCE or hosts.is_manifest(rel):
                     continue
                 problem = _not_readable(name, link, p)
                 if problem:
                     out.append(BundleFile(rel, None, [problem], _host_hint(rel)))
                     continue
+                before = len(out)
                 budget.add(out, _load_file(name, rel, limits), rel)
+                host = hosts.host_of(rel)
+                if host:
+                    for bf in out[before:]:
+                        bf.host_hint = host
         else:
             budget.add(out, _load_file(p, p.name, limits), p.name)
     if refused and not out:

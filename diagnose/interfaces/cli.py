@@ -228,6 +228,47 @@ def _width(tty: bool) -> int:
 
 
 @app.command()
+def collect(
+    out: Annotated[Path, typer.Option("--out", "-o", help="The bundle folder to write (created; nothing is written"
+                                                         " outside it).")],
+    interval: Annotated[float, typer.Option(help="Seconds between the two counter reads.")] = 30.0,
+    timeout: Annotated[float, typer.Option(help="Bound of the whole run, in seconds.")] = 300.0,
+    pid: Annotated[int | None, typer.Option(help="A process of the job: its NCCL_/UCX_/CUDA_/FI_ variables.")] = None,
+    env_file: Annotated[Path | None, typer.Option(help="A file of the job's environment (NAME=value lines).")] = None,
+) -> None:
+    """Gather this host's evidence, read-only: the commands the rules ask for, each with a timeout, into a bundle
+    with a manifest. Then: diagnose triage OUT."""
+    from diagnose.collect import COLLECTORS
+    from diagnose.collect import collect as run
+
+    if interval < 0 or timeout <= 0:
+        _fail("--interval must be 0 or more and --timeout more than 0")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        _fail(f"{out} exists and is not an empty folder")
+    if pid is not None and env_file is not None:
+        _fail("give --pid or --env-file, not both")
+    if sys.stderr.isatty():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        with Progress(TextColumn("collecting"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                      console=err, transient=True) as prog:
+            task = prog.add_task("", total=len(COLLECTORS))
+            res = run(out, interval_s=interval, deadline_s=timeout, pid=pid, env_file=env_file,
+                      progress=lambda name: prog.update(task, advance=1, description=name))
+    else:
+        res = run(out, interval_s=interval, deadline_s=timeout, pid=pid, env_file=env_file)
+    c = res.counts()
+    t = Table(title=f"Collected on {res.host} into {out}")
+    for col in ("command", "status", "file", "note"):
+        t.add_column(col)
+    for s in res.steps:
+        t.add_row(Text(s.name), Text(s.status), Text(s.out or "-"), Text(s.note or ""))
+    err.print(t)
+    err.print(Text(", ".join(f"{n} {k}" for k, n in sorted(c.items())) + f"; next: diagnose triage {out}"),
+              soft_wrap=True)
+
+
+@app.command()
 def evidence(
     paths: Annotated[list[str], typer.Argument(help="Bundle folders, archives or files.")],
     fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text or json.")] = Fmt.text,
