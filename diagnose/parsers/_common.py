@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 from diagnose.models.records import Record
@@ -75,3 +76,14 @@ def effective_order(df):  # type: ignore[no-untyped-def]
 
 def is_comm_env(name: str) -> bool:
     return name.startswith(ENV_PREFIXES)
+
+
+_POSSESSIVE = re.compile(r"(?<!\\)([*+?}])\+")
+
+
+def possessive(pattern: str) -> str:
+    """``pattern`` with its possessive quantifiers (``*+``, ``++``, ``?+``, ``{m,n}+``: Python 3.11's ``re``) on
+    3.11 and later; on 3.10 the plain greedy ones, which give the same matches for the patterns that use this (each
+    possessive run is followed by a character it cannot take), only with backtracking. Not for patterns with a
+    ``*``, ``+``, ``?`` or ``}`` followed by ``+`` inside a character class."""
+    return pattern if sys.version_info >= (3, 11) else _POSSESSIVE.sub(r"\1", pattern)

@@ -67,6 +67,7 @@ import structlog
 
 from diagnose.gcpause import gc_paused
 from diagnose.models.records import TEXT_CLIP, ColumnBatch, ParseResult, Record, clip
+from diagnose.parsers._common import possessive
 from diagnose.parsers._fabric import FabricLink, FabricNode, FabricPortState, norm_width, speed_name
 from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
 
@@ -319,11 +320,11 @@ def _parse_lines(text: str, source: str, host: str | None, records: list[Record]
 # ``>``), nor is a line that starts with ``vendid=``/``devid=``/``...guid=``. The port-line shape's quantifiers
 # are possessive (a quarter faster): each keeps the first choice backtracking would try, so a line it matches
 # gives the same groups, and a line it misses is left to the line-by-line logic.
-_LINK_SHAPE = r"""
+_LINK_SHAPE = possessive(r"""
     \[([0-9]++)\][ \t]*+(?:\([0-9a-fA-F]{1,16}+\))?+[ \t]*+"[SHR]-([0-9a-fA-F]{1,16}+)"\[([0-9]++)\]
     [ \t]*+(?:\([0-9a-fA-F]{1,16}+\))?+[ \t]*+\#[ \t]*+
     (?:lid[ \t]++([0-9]++)[ \t]++lmc[ \t]++[0-9]++[ \t]++)?+    # a CA port's comment starts with its LID and LMC
-    "([^"\n]*+)"[ \t]++lid[ \t]++([0-9]++)[ \t]++([0-9]++x\S++)[ \t]*+"""
+    "([^"\n]*+)"[ \t]++lid[ \t]++([0-9]++)[ \t]++([0-9]++x\S++)[ \t]*+""")
 # A match of the strict shape alone is one whole line: when there are as many as lines, every line is one.
 _LINK_ONLY_RE = re.compile(rf"^{_LINK_SHAPE}$", re.MULTILINE | re.VERBOSE)
 _LINK_ROW_RE = re.compile(rf"^(?:{_LINK_SHAPE}|.*)$", re.MULTILINE | re.VERBOSE)

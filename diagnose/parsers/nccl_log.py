@@ -26,7 +26,7 @@ import numpy as np
 
 from diagnose.gcpause import gc_paused
 from diagnose.models.records import TEXT_CLIP, ColumnBatch, ParseResult, Record, clip
-from diagnose.parsers._common import EnvSetting
+from diagnose.parsers._common import EnvSetting, possessive
 
 FORMAT = "nccl_log"
 STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
@@ -53,14 +53,14 @@ _NET_USING = re.compile(r"^NET/(?P<net>\w+) ?: Using (?P<devs>.*?)(?:; OOB (?P<o
 _NET_DEV = re.compile(r"\[(?P<i>\d+)\](?P<dev>[\w.\-]+)(?::(?P<port>\d+))?(?:/(?P<ll>IB|RoCE))?")
 # _INIT and _CHANNEL capture only what a record keeps, and never backtrack into a run of digits or non-blanks (the
 # next character never fits the run): they are applied to tens of thousands of messages at once.
-_INIT = re.compile(
+_INIT = re.compile(possessive(
     r"(?:\[Rank \d++\] )?\w++ comm \S++ rank (?P<rank>\d++) nranks (?P<nranks>\d++) cudaDev (?P<cdev>\d++)"
     r"(?: nvmlDev \d++)? busId (?P<bus>\w++)(?: commId (?P<cid>\S++))? - Init (?P<phase>START|COMPLETE)"
-)
-_CHANNEL = re.compile(
+))
+_CHANNEL = re.compile(possessive(
     r"^Channel (?P<ch>\d++)(?:/(?P<conn>\d++))? : (?P<rank>\d++)\[(?P<dev>\d++)\] -> (?P<peer>\d++)\[(?P<pdev>\d++)\]"
     r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S++)"
-)
+))
 _GDR = re.compile(r"^NET/(?P<net>\w+) ?: GPU Direct RDMA (?P<st>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<dev>[^']+)'")
 _GDR_GPU = re.compile(
     r"^GPU Direct RDMA (?P<st>Enabled|Disabled) for GPU (?P<gpu>\w+) / HCA (?P<i>\d+) \(distance (?P<d>\d+) (?P<op>[<>=]+) (?P<lim>\d+)\)"
@@ -257,15 +257,15 @@ _NET_NO_DEVICE = re.compile(r"^NET/(\w+) ?: No device found")
 # ``Channel`` lines, a ``comm`` line and two ``ncclCommInitRank`` lines per rank, each logged once, tens of thousands
 # of them) to the group of its kind, parsed in bulk per kind; any other message, whole, to the last group, classified
 # once per distinct message (a large job repeats the same few dozen on every rank).
-_ROUTE = r"(?:[^\S\n]*+(?:(Channel.*)|(comm .*)|(ncclCommInitRank .*))|(.*))"  # blanks, but never the line's end
+_ROUTE = possessive(r"(?:[^\S\n]*+(?:(Channel.*)|(comm .*)|(ncclCommInitRank .*))|(.*))")  # blanks, but never the line's end
 # The usual line, ``<host>:<pid>:<tid> [<cudaDev>] NCCL INFO <msg>``: _LINES splits every line of a text in one call,
 # one tuple per line, (host, pid, dev, *the groups of _ROUTE), all "" for a line of any other shape (those go through
 # _PREFIX, and their message through _MESSAGE). A line matches exactly where _PREFIX would match it from its first
 # character with these groups, but for the ASCII classes (\w and \d match any script, and cost more): a host or a
 # number in another script takes the general path, to the same record. The possessive quantifiers fail a line of
 # another shape without backtracking.
-_LINES = re.compile(
-    r"^(?:([A-Za-z0-9][A-Za-z0-9_.\-]*+):([0-9]++):[0-9]++ \[([0-9]++)\] NCCL INFO " + _ROUTE + r"|.*)$", re.M
+_LINES = re.compile(possessive(
+    r"^(?:([A-Za-z0-9][A-Za-z0-9_.\-]*+):([0-9]++):[0-9]++ \[([0-9]++)\] NCCL INFO ") + _ROUTE + r"|.*)$", re.M
 )
 _MESSAGE = re.compile(_ROUTE)
 _HOST, _PID, _DEV, _CHANNEL_MSG, _COMM_MSG, _INIT_MSG, _OTHER_MSG = range(7)  # the groups of _LINES
