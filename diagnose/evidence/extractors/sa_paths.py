@@ -30,6 +30,7 @@ import pandas as pd
 from diagnose.evidence import names
 from diagnose.evidence.context import Context, finding, refs
 from diagnose.evidence.extractors import extractor
+from diagnose.evidence.extractors.qos_path import _job_sl, _sl_text
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 FULL_MTU = 4096  # the largest IB MTU (PortInfo MTUCap enum 5); what HDR and later fabrics are built for
@@ -176,21 +177,6 @@ def _mtu(ctx: Context, p: pd.DataFrame) -> list[Finding]:
 # --------------------------------------------------------------------------------------------- SL
 
 
-def _job_sl(ctx: Context) -> tuple[int, bool, pd.DataFrame]:
-    """(the job's SL, whether NCCL_IB_SL set it, the setting's rows): the most common NCCL_IB_SL, else 0."""
-    env = ctx.frame("EnvSetting")
-    rows = env[env["name"] == "NCCL_IB_SL"] if not env.empty and "name" in env.columns else pd.DataFrame()
-    if rows.empty:
-        return 0, False, rows
-    vals = pd.to_numeric(rows["value"].astype(str).str.strip().str.strip("'\""), errors="coerce")
-    ok = vals.notna() & (vals >= 0) & (vals < NUM_SL)
-    if not ok.any():
-        return 0, False, rows.iloc[0:0]
-    counts = vals[ok].astype(int).value_counts()
-    sl = int(sorted(counts.index.tolist(), key=lambda v: (-int(counts[v]), v))[0])
-    return sl, True, rows[ok & (vals == sl)]
-
-
 def _sl_refs(rows: pd.DataFrame, kind: str, limit: int = 4) -> list[EvidenceRef]:
     r = rows[rows["sl_line"].notna()].sort_values(["source", "sl_line"], kind="stable").head(limit)
     return [EvidenceRef(file=str(s), line=int(ln), text=str(t), finding=kind)
@@ -227,7 +213,8 @@ def _sl(ctx: Context, p: pd.DataFrame) -> list[Finding]:
              "pairs": int(len(mixed)), "slid": int(slid), "dlid": int(dlid), "src": src_name, "dst": dst_name},
             evidence=_sl_refs(rows, kind),
         ), len(rows)))
-    job_sl, sl_set, env_rows = _job_sl(ctx)
+    job = _job_sl(ctx)  # qos_path's reading of NCCL_IB_SL (the most common setting, else 0)
+    job_sl, sl_set, env_rows = job.sl, job.set, job.rows
     other = t[t["sl_k"] != job_sl]
     if not other.empty:
         sls = sorted(set(other["sl_k"].tolist()))
@@ -235,7 +222,7 @@ def _sl(ctx: Context, p: pd.DataFrame) -> list[Finding]:
         slid, dlid = int(pairs.iloc[0]["slid_k"]), int(pairs.iloc[0]["dlid_k"])
         src_name, loc = _end(ctx, slid)
         dst_name, _ = _end(ctx, dlid)
-        setting = f"NCCL_IB_SL={job_sl}" if sl_set else f"NCCL_IB_SL unset (SL {job_sl})"
+        setting = _sl_text(job_sl, sl_set)
         ev = refs(env_rows.tail(1), kind) + _sl_refs(other, kind)
         out.append(_counted(finding(
             kind,
