@@ -8,10 +8,15 @@ raw bytes (the signature covers exactly what was sent, so nothing is parsed firs
                       Content-Length changes nothing); not stored
 401                   ``HOOKS[source].verify`` refused it (unsigned, bad signature or token, stale, source not
                       configured); not stored
-422                   not JSON / not a form, or the hook's ``normalize`` refused its shape; stored as
-                      ``rejected`` with the reason (``GET /requests?status=rejected``)
-200 ``duplicate``     the same alert state was already accepted; stored as ``duplicate``, not processed again
-202 ``accepted``      stored ``pending``; the worker diagnoses it in the background
+422                   not UTF-8, not JSON (nested too deep, a number too long included) / not a form, or the
+                      hook's ``normalize`` refused its shape (or failed on it); stored as ``rejected`` with the
+                      reason (``GET /requests?status=rejected``), so the sender stops retrying
+503                   the store cannot make the request durable (its file deleted or replaced, unwritable, disk
+                      full, PostgreSQL unreachable), or ``max_queue`` requests are waiting; ``Retry-After`` set,
+                      nothing stored: the sender retries
+200 ``duplicate``     the same alert state was already accepted; counted on one ``duplicate`` row (``replays``),
+                      not processed again
+202 ``accepted``      stored ``pending`` and the store checked durable; the worker diagnoses it in the background
 ====================  =====================================================================================
 """
 
@@ -30,11 +35,13 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from diagnose.service.bodies import TooLarge, read_capped
 from diagnose.service.models import IncidentRecord
 from diagnose.service.settings import Settings, load_settings
-from diagnose.service.store import SqlStore, open_store
+from diagnose.service.store import QueueFull, SqlStore, StoreUnavailable, open_store
 from diagnose.service.worker import HOOK_SOURCES, BodyError, Worker, dedup_key, parse_body
 
 log = structlog.get_logger("diagnose.service.app")
@@ -59,23 +66,6 @@ def safe_headers(headers: dict[str, str]) -> dict[str, str]:
     return out
 
 
-class TooLarge(Exception):
-    pass
-
-
-async def read_capped(request: Request, limit: int) -> bytes:
-    """The raw body, refusing more than ``limit`` bytes whatever Content-Length says (chunked bodies too)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        raise TooLarge()
-    buf = bytearray()
-    async for chunk in request.stream():
-        buf += chunk
-        if len(buf) > limit:
-            raise TooLarge()
-    return bytes(buf)
-
-
 class ServiceMetrics:
     """Prometheus metrics in the app's own registry (several apps in one process, as in tests, stay apart)."""
 
@@ -83,7 +73,7 @@ class ServiceMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.hook_requests = Counter("diagnose_hook_requests", "Hook requests by source and outcome at the door "
-                                     "(accepted, duplicate, rejected, unauthorized, too_large).",
+                                     "(accepted, duplicate, rejected, unauthorized, too_large, queue_full, store_unavailable).",
                                      ["source", "outcome"], registry=r)
         self.processed = Counter("diagnose_requests_processed", "Requests finished by the worker by source and "
                                  "outcome (done, retry, failed, lost).", ["source", "outcome"], registry=r)
@@ -93,6 +83,10 @@ class ServiceMetrics:
         self.deliveries = Counter("diagnose_postbacks", "Post-back deliveries by target and outcome (ok, error).",
                                   ["target", "outcome"], registry=r)
         self.queue_depth = Gauge("diagnose_queue_depth", "Requests pending or processing.", registry=r)
+        self.queue_limit = Gauge("diagnose_queue_limit", "Queue depth past which new hook requests get 503 "
+                                 "(0: no bound).", registry=r)
+        self.triage_running = Gauge("diagnose_triage_running", "1 while the worker runs a triage (one at a time).",
+                                    registry=r)
         self.requests = Gauge("diagnose_stored_requests", "Stored requests by status.", ["status"], registry=r)
         self.incidents = Gauge("diagnose_incidents", "Incidents by status.", ["status"], registry=r)
         self.deliveries_pending = Gauge("diagnose_postbacks_pending", "Incidents whose post-back is not done yet.",
@@ -192,7 +186,7 @@ def create_app(settings: Settings | None = None, *, start_worker: bool = True) -
             yield
         finally:
             if start_worker:
-                await run_in_threadpool(worker.stop)
+                await run_in_threadpool(worker.stop, settings.shutdown_grace_s)
             store.close()
             log.info("service_stopped")
 
@@ -236,19 +230,41 @@ def create_app(settings: Settings | None = None, *, start_worker: bool = True) -
             payload = parse_body(raw, headers.get("content-type", "application/json"))
             return list(hk.normalize(payload, settings))
 
+        def unavailable(exc: StoreUnavailable) -> JSONResponse:
+            outcome = "queue_full" if isinstance(exc, QueueFull) else "store_unavailable"
+            metrics.hook_requests.labels(source, outcome).inc()
+            hlog.warning("hook_" + outcome, state=exc.state, detail=exc.detail)
+            return JSONResponse({"detail": f"not accepted, retry later: {exc.detail}", "store": exc.state},
+                                status_code=503, headers={"Retry-After": str(settings.retry_after_s)})
+
+        reason: str | None = None
         try:
             drafts = await in_thread(validate)
         except (BodyError, PayloadError) as exc:
             reason = str(exc) or exc.__class__.__name__
-            rid = await in_thread(store.reject_request, source, kept, body_text, reason)
+        except ValidationError as exc:  # a value the incident model cannot hold (a port number past any range...)
+            first = exc.errors()[0] if exc.errors() else {}
+            where = ".".join(str(x) for x in first.get("loc", ())) or "payload"
+            reason = f"{where}: {first.get('msg', 'invalid value')}"
+        except RecursionError:
+            reason = "payload nested too deep"
+        except Exception as exc:  # noqa: BLE001 - a normalizer that fails on a payload: still the sender's answer
+            # is final (422, kept as rejected): a 500 would make it retry the same body forever
+            hlog.error("hook_normalize_failed", error=f"{exc.__class__.__name__}: {str(exc)[:300]}")
+            reason = f"payload could not be read ({exc.__class__.__name__})"
+        if reason is not None:
+            try:
+                rid = await in_thread(store.reject_request, source, kept, body_text, reason)
+            except StoreUnavailable as exc:
+                return unavailable(exc)
             metrics.hook_requests.labels(source, "rejected").inc()
             hlog.warning("hook_rejected", request_id=rid, reason=reason)
             return JSONResponse({"detail": reason, "request_id": rid, "status": "rejected"}, status_code=422)
-        except Exception as exc:  # a normalizer bug: 500 makes the sender retry later; nothing is stored
-            metrics.hook_requests.labels(source, "error").inc()
-            hlog.error("hook_validation_error", error=f"{exc.__class__.__name__}: {exc}")
-            return JSONResponse({"detail": "internal error while validating the payload"}, status_code=500)
-        acc = await in_thread(store.accept_request, source, dedup_key(drafts), kept, body_text)
+        try:
+            acc = await in_thread(store.accept_request, source, dedup_key(drafts), kept, body_text, None,
+                                  settings.max_queue)
+        except StoreUnavailable as exc:
+            return unavailable(exc)
         if acc.duplicate:
             metrics.hook_requests.labels(source, "duplicate").inc()
             hlog.info("hook_duplicate", request_id=acc.request_id)
@@ -281,17 +297,30 @@ def create_app(settings: Settings | None = None, *, start_worker: bool = True) -
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:
-        """200 when the store answers and the worker threads run; 503 otherwise (no secrets in here)."""
-        ok_store = store.ping()
-        depth = store.counts()["queue_depth"] if ok_store else None
+        """200 when the store takes durable writes, the queue has room and the worker threads run; 503 otherwise,
+        with what is wrong (``store``: ok, gone, replaced, unwritable, full, busy, io_error, unreachable). No
+        secrets in here."""
+        state, detail = store.health()
+        try:
+            depth: int | None = store.counts()["queue_depth"] if state != "unreachable" else None
+        except Exception as exc:  # noqa: BLE001 - health checks report, they do not raise
+            log.warning("healthz_counts_failed", error=str(exc))
+            depth = None
         worker_state = ("alive" if worker.alive() else "dead") if start_worker else "disabled"
-        healthy = ok_store and worker_state != "dead"
-        body = {"status": "ok" if healthy else "unhealthy", "store": "ok" if ok_store else "unreachable",
-                "store_backend": store.backend, "worker": worker_state, "queue_depth": depth}
+        full = bool(settings.max_queue) and depth is not None and depth >= settings.max_queue
+        healthy = state == "ok" and worker_state != "dead" and not full
+        body: dict[str, Any] = {"status": "ok" if healthy else "unhealthy", "store": state,
+                                "store_backend": store.backend, "worker": worker_state, "queue_depth": depth,
+                                "max_queue": settings.max_queue or None, "queue_full": full,
+                                "triage_running": worker.triage_running()}
+        if detail:
+            body["store_detail"] = detail
         return JSONResponse(body, status_code=200 if healthy else 503)
 
     @app.get("/metrics")
     def metrics_endpoint() -> PlainTextResponse:
+        metrics.queue_limit.set(settings.max_queue)
+        metrics.triage_running.set(1 if worker.triage_running() else 0)
         try:
             metrics.refresh(store.counts())
         except Exception as exc:  # noqa: BLE001 - counters still tell something when the store is down

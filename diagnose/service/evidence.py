@@ -73,6 +73,7 @@ MAX_POINTS = 1_000
 TIMEOUT_S = 15.0
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_HOSTS = 64
+MAX_REFS = 32  # bundle paths named by one payload that are looked up
 
 # node_exporter InfiniBand metrics (without the node_infiniband_ prefix) asked for, as the infiniband collector
 # names them (prometheus/node_exporter collector/infiniband_linux.go); the mlx5 hw-counter metrics come from
@@ -287,6 +288,9 @@ def _from_store(settings: Settings, incident: IncidentRecord, refs: Iterable[str
             continue  # already searched as a host
         for p in idx.get(v.casefold(), []):
             add(p, f"label {k}={v}")
+    if len(paths) > MAX_REFS:
+        notes.append(f"{len(paths)} bundle refs named: only the first {MAX_REFS} used")
+        paths = paths[:MAX_REFS]
     for ref in paths:
         target = _resolve_ref(root, real_root, ref, notes)
         if target is not None:
@@ -299,20 +303,27 @@ def _resolve_ref(root: Path, real_root: Path, ref: str, notes: list[str]) -> Pat
     r = ref.strip()
     if not r:
         return None
-    if r.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", r):
-        notes.append(f"bundle ref {r!r} is an absolute path: only paths relative to the bundle store are used")
+    shown = repr(r[:120] + ("..." if len(r) > 120 else ""))
+    if r.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:[\\/]", r):
+        notes.append(f"bundle ref {shown} is an absolute path: only paths relative to the bundle store are used")
+        return None
+    if "\x00" in r or ".." in Path(r).parts:
+        notes.append(f"bundle ref {shown} leads outside the bundle store: rejected")
+        log.warning("bundle_ref_rejected", ref=r[:200])
         return None
     try:
         p = (root / r).resolve()
-    except (OSError, RuntimeError):
-        notes.append(f"bundle ref {r!r} cannot be resolved: not used")
+        exists = p.exists()
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a name too long
+        notes.append(f"bundle ref {shown} cannot be resolved: not used")
         return None
-    if not p.is_relative_to(real_root):
-        notes.append(f"bundle ref {r!r} leads outside the bundle store: rejected")
-        log.warning("bundle_ref_rejected", ref=r)
+    if p == real_root or not p.is_relative_to(real_root):
+        notes.append(f"bundle ref {shown} {'is the whole store' if p == real_root else 'leads outside the bundle store'}"
+                     ": rejected")
+        log.warning("bundle_ref_rejected", ref=r[:200])
         return None
-    if not p.exists():
-        notes.append(f"bundle ref {r!r} not found in the bundle store")
+    if not exists:
+        notes.append(f"bundle ref {shown} not found in the bundle store")
         return None
     return p
 

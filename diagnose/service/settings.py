@@ -75,7 +75,12 @@ class Settings(BaseSettings):
     post_url: str | None = Field(None, description="Generic URL that receives every finished diagnosis as JSON.")
 
     # request handling and the worker
-    max_body_bytes: int = 1_048_576
+    max_body_bytes: int = Field(1_048_576, description="Largest request body, hooks and chat alike (413 past it).")
+    max_queue: int = Field(10_000, description="Requests waiting (pending or processing) past which a new hook "
+                                               "request is answered 503 with Retry-After (0: no bound).")
+    retry_after_s: int = Field(30, description="Retry-After of a 503 (queue full, store unavailable).")
+    shutdown_grace_s: float = Field(5.0, description="On SIGTERM, how long the worker may finish its step; a "
+                                                     "triage still running then is left to the next start.")
     group_window_s: int = 300
     worker_threads: int = 1
     max_attempts: int = 5

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import structlog
 
@@ -47,7 +48,7 @@ from diagnose.service.models import FeedbackRecord, IncidentDraft, IncidentRecor
 
 log = structlog.get_logger("diagnose.service.store")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ACTIVE_STATES = ("firing", "open")
 ENDED_STATES = ("resolved", "closed")
 # an incident in one of these states is (re)diagnosed when its owning alert fires again
@@ -144,11 +145,17 @@ _SCHEMA_V1 = [
         created_at DOUBLE PRECISION NOT NULL
     )""",
 ]
+# version 2: the copies of a duplicate are counted on its one ``duplicate`` row (``replays``, ``last_received_at``)
+_SCHEMA_V2 = [
+    "ALTER TABLE requests ADD COLUMN replays INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE requests ADD COLUMN last_received_at DOUBLE PRECISION",
+    "CREATE INDEX IF NOT EXISTS requests_duplicate_of ON requests (duplicate_of)",
+]
 # version -> statements that bring a store from version-1 to version
-MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1}
+MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 _REQUEST_COLS = ("id, source, dedup_key, duplicate_of, received_at, headers, body, status, attempts, next_attempt_at, "
-                 "lease_until, claim_token, error, finished_at")
+                 "lease_until, claim_token, error, finished_at, replays, last_received_at")
 
 
 HOSTNAME = socket.gethostname()
@@ -182,6 +189,61 @@ class StoreError(Exception):
     """The store cannot be opened or used (bad URL, newer schema, unreachable server)."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot make a write durable now: answer 503 (the sender retries), never 202.
+
+    ``state`` is what ``/healthz`` reports: ``gone`` (the SQLite file was deleted), ``replaced`` (another file is
+    at its path), ``unwritable`` (no write permission, a read-only file system), ``full`` (disk or database full),
+    ``busy`` (locked past the busy timeout), ``io_error``, ``unreachable`` (PostgreSQL), ``queue_full``.
+    """
+
+    def __init__(self, state: str, detail: str) -> None:
+        super().__init__(detail)
+        self.state = state
+        self.detail = detail
+
+
+class QueueFull(StoreUnavailable):
+    """More requests are waiting than ``max_queue`` allows: 503 with ``Retry-After``; nothing was stored."""
+
+    def __init__(self, depth: int, limit: int) -> None:
+        super().__init__("queue_full", f"{depth} requests are waiting (limit {limit}): retry later")
+        self.depth = depth
+        self.limit = limit
+
+
+def _write_failure(exc: BaseException) -> StoreUnavailable | None:
+    """The :class:`StoreUnavailable` a database error means, or None for an error that is not about the store's
+    ability to write (a constraint, a bug)."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return StoreUnavailable("full", "no space left on the store's device")
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return StoreUnavailable("unwritable", f"the store cannot be written: {exc.strerror or exc}")
+    if isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError:
+        msg = str(exc)
+        low = msg.lower()
+        if "disk is full" in low or "database or disk is full" in low:
+            return StoreUnavailable("full", f"the store's disk or database is full ({msg})")
+        if "readonly" in low or "read-only" in low:
+            return StoreUnavailable("unwritable", f"the store is read-only ({msg})")
+        if "locked" in low or "busy" in low:
+            return StoreUnavailable("busy", f"the store is locked by another process ({msg})")
+        if "disk i/o" in low or "unable to open" in low or "malformed" in low or "not a database" in low:
+            return StoreUnavailable("io_error", f"the store's file cannot be used ({msg})")
+        return None
+    try:
+        import psycopg
+    except ModuleNotFoundError:  # pragma: no cover - the postgres extra is not installed
+        return None
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreUnavailable("full", "the PostgreSQL server's disk is full")
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreUnavailable("unreachable", f"the PostgreSQL store is unreachable: {_redact(str(exc))[:300]}")
+    return None
+
+
 @dataclass(frozen=True)
 class StoredRequest:
     """One row of ``requests`` as the worker and ``GET /requests`` see it (headers without secrets)."""
@@ -200,6 +262,8 @@ class StoredRequest:
     claim_token: str | None
     error: str | None
     finished_at: float | None
+    replays: int = 0
+    last_received_at: float | None = None
 
     def as_json(self, body_limit: int | None = None) -> dict[str, Any]:
         body = self.body if body_limit is None or len(self.body) <= body_limit else self.body[:body_limit] + "..."
@@ -207,6 +271,7 @@ class StoredRequest:
                 "received_at": _iso(self.received_at), "status": self.status, "attempts": self.attempts,
                 "next_attempt_at": _iso(self.next_attempt_at), "error": self.error,
                 "finished_at": _iso(self.finished_at) if self.finished_at else None,
+                "replays": self.replays, "last_received_at": _iso(self.last_received_at),
                 "headers": self.headers, "body": body}
 
 
@@ -267,13 +332,22 @@ def _merge(old: Sequence[Any], new: Sequence[Any]) -> list[Any]:
 class _Tx:
     """A cursor-like view of one transaction; SQL is written with ``?`` placeholders on both backends."""
 
-    def __init__(self, conn: Any, pg: bool) -> None:
+    def __init__(self, conn: Any, pg: bool, reconnect: Any = None) -> None:
         self._conn = conn
         self._pg = pg
+        self._reconnect = reconnect  # autocommit reads only: a connection the server cut is replaced once
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         if self._pg:
-            cur = self._conn.execute(sql.replace("?", "%s"), tuple(params))
+            import psycopg
+
+            try:
+                cur = self._conn.execute(sql.replace("?", "%s"), tuple(params))
+            except psycopg.OperationalError:
+                if self._reconnect is None:
+                    raise
+                self._conn, self._reconnect = self._reconnect(self._conn), None
+                cur = self._conn.execute(sql.replace("?", "%s"), tuple(params))
             return list(cur.fetchall()) if cur.description else []
         cur = self._conn.execute(sql, tuple(params))
         return [dict(r) for r in cur.fetchall()] if cur.description else []
@@ -316,6 +390,14 @@ class SqlStore:
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._closed = False
+        # the SQLite files as opened: (path, our own descriptor on the same file); before every acknowledgement
+        # the path must still name that file (an unlinked or replaced database would take acknowledged requests
+        # with it at the next start)
+        self._pinned: list[tuple[Path, int]] = []
+        self._lost: StoreUnavailable | None = None  # the database file is gone or replaced: refused until restart
+        self._failed_write: StoreUnavailable | None = None  # the last write failed (disk full...), none since worked
+        if self._path is not None:
+            self._adopt_rescue()
 
     # -- connections -------------------------------------------------------------------------------------
     @property
@@ -330,11 +412,17 @@ class SqlStore:
             try:
                 conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, connect_timeout=10)
             except psycopg.OperationalError as exc:
-                raise StoreError(f"cannot connect to {_redact(self.url)}: {exc}") from exc
+                raise StoreUnavailable("unreachable", f"cannot connect to {_redact(self.url)}: {exc}") from exc
         else:
             assert self._path is not None
-            conn = sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
+            # once the file is opened, a new connection never creates another one at its path (a deleted database
+            # must not come back empty under a running service)
+            target: Any = f"file:{quote(str(self._path))}?mode=rw" if self._pinned else self._path
+            try:
+                conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                       check_same_thread=False, uri=bool(self._pinned))
+            except sqlite3.OperationalError as exc:
+                raise StoreUnavailable("gone", f"the store's file {self._path} cannot be opened: {exc}") from exc
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")  # an acknowledged request survives a power cut
@@ -377,27 +465,194 @@ class SqlStore:
             try:
                 with conn.transaction():
                     yield _Tx(conn, True)
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 self._drop(conn)  # the next call reconnects
-                raise
+                failure = _write_failure(exc)
+                if failure is None:
+                    raise
+                if failure.state == "full":
+                    self._failed_write = failure
+                raise failure from exc
+            self._failed_write = None
             return
         # writers of this process queue on a lock (first come, first served) instead of on SQLite's busy
         # handler, which sleeps and polls; other processes still meet busy_timeout
         with self._write_lock:
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield _Tx(conn, False)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield _Tx(conn, False)
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except (sqlite3.Error, OSError) as exc:
+                failure = _write_failure(exc)
+                if failure is None:
+                    raise
+                if failure.state != "busy":
+                    self._failed_write = failure
+                raise failure from exc
+        self._failed_write = None
+
+    # -- durability --------------------------------------------------------------------------------------
+    def _rescue_path(self) -> Path:
+        assert self._path is not None
+        return self._path.with_name(self._path.name + ".rescued")
+
+    def _adopt_rescue(self) -> None:
+        """A copy saved from a database file deleted under a running service (:meth:`_rescue`) becomes the store
+        again when nothing else took its place; the WAL files left beside the deleted one belong to it, not to the
+        copy, and are moved aside first."""
+        assert self._path is not None
+        rescued = self._rescue_path()
+        if not rescued.exists():
+            return
+        if self._path.exists():
+            log.error("store_rescue_not_adopted", rescued=str(rescued), path=str(self._path),
+                      detail="a database file exists at the store's path: compare them by hand")
+            return
+        stamp = int(time.time())
+        for suffix in ("-wal", "-shm"):
+            stale = self._path.with_name(self._path.name + suffix)
+            if stale.exists():
+                stale.rename(stale.with_name(f"{stale.name}.stale-{stamp}"))
+        rescued.rename(self._path)
+        log.warning("store_rescued", path=str(self._path),
+                    detail="the database file had been deleted while the service ran; its saved copy is used")
+
+    def _pin(self) -> None:
+        """Remember the database file (and its WAL) as opened, for :meth:`check_durable`."""
+        if self._path is None or self._pinned:
+            return
+        for p in (self._path, self._path.with_name(self._path.name + "-wal")):
+            try:
+                fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                continue  # no WAL file yet: the database file alone is checked
+            self._pinned.append((p, fd))
+
+    def _unpin(self) -> None:
+        pinned, self._pinned = self._pinned, []
+        for _p, fd in pinned:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _file_state(self) -> StoreUnavailable | None:
+        """Why the SQLite files at the store's path are no longer the ones it writes to, or cannot be written."""
+        for p, fd in self._pinned:
+            opened = os.fstat(fd)
+            try:
+                now = os.stat(p)
+            except FileNotFoundError:
+                return StoreUnavailable("gone", f"the store's file {p} was deleted while the service ran: "
+                                                "requests are refused until it restarts")
+            except OSError as exc:
+                return StoreUnavailable("io_error", f"the store's file {p} cannot be checked: {exc.strerror or exc}")
+            if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+                return StoreUnavailable("replaced", f"the store's file {p} was replaced by another file while the "
+                                                    "service ran: requests are refused until it restarts")
+        if self._path is not None and self._pinned:
+            folder = self._path.parent
+            try:
+                ro = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+            except OSError:
+                ro = False
+            if ro or not os.access(self._path, os.W_OK) or not os.access(folder, os.W_OK):
+                return StoreUnavailable("unwritable", f"the store's file {self._path} or its folder is not writable")
+        return None
+
+    def check_durable(self) -> None:
+        """Raise :class:`StoreUnavailable` unless a write committed now would survive a restart.
+
+        SQLite: the path still names the file this store opened (same device and inode, for the database and its
+        WAL), and it and its folder are writable. PostgreSQL: a commit only returns once the server has it, so the
+        write itself is the check (a broken connection raises ``unreachable``). The first time the file is found
+        gone, what the open connections still see of it is saved beside it (``<name>.rescued``), and becomes the
+        store again at the next start.
+        """
+        if self._lost is not None:
+            raise self._lost
+        if self._pg:
+            return
+        problem = self._file_state()
+        if problem is None:
+            return
+        if problem.state in ("gone", "replaced"):
+            self._lost = problem
+            self._rescue()
+        raise problem
+
+    def _rescue(self) -> None:
+        """Copy the database the open connections still see (deleted or replaced at its path) to
+        ``<name>.rescued``, so what was acknowledged before is not lost with it."""
+        if self._path is None:
+            return
+        target = self._rescue_path()
+        tmp = target.with_name(target.name + ".tmp")
+        src = getattr(self._local, "conn", None)
+        if src is None:
+            with self._lock:
+                src = self._all[0] if self._all else None
+        if src is None:
+            log.error("store_rescue_failed", path=str(target), error="no open connection to the lost file")
+            return
+        try:
+            with self._write_lock:
+                dst = sqlite3.connect(tmp)
+                try:
+                    src.backup(dst)
+                finally:
+                    dst.close()
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except (sqlite3.Error, OSError) as exc:
+            log.error("store_rescue_failed", path=str(target), error=f"{exc.__class__.__name__}: {exc}")
+            return
+        log.error("store_file_lost", state=self._lost.state if self._lost else None, path=str(self._path),
+                  rescued=str(target))
+
+    def health(self) -> tuple[str, str | None]:
+        """``("ok", None)`` or (state, detail) as :class:`StoreUnavailable` names them (``/healthz``)."""
+        if not self.ping():
+            return "unreachable", "the store does not answer"
+        try:
+            self.check_durable()
+        except StoreUnavailable as exc:
+            return exc.state, exc.detail
+        failed = self._failed_write
+        if failed is not None:
+            try:  # a committed write that needs room: does the store take requests again?
+                with self._tx() as tx:
+                    if self._pg:
+                        tx.run("UPDATE schema_version SET version = version")
+                    else:  # 64 KiB of new pages (a request's worth), freed again in the same transaction
+                        tx.run("INSERT INTO schema_version (version) VALUES (randomblob(65536))")
+                        tx.run("DELETE FROM schema_version WHERE typeof(version) = 'blob'")
+            except StoreUnavailable as exc:
+                return exc.state, exc.detail
+        return "ok", None
 
     def _read(self) -> _Tx:
         """Autocommit reads (each statement sees committed data)."""
-        return _Tx(self._conn(), self._pg)
+        return _Tx(self._conn(), self._pg, self._reconnect if self._pg else None)
+
+    def _reconnect(self, broken: Any) -> Any:
+        self._drop(broken)
+        return self._conn()
 
     def close(self) -> None:
-        """Close every thread's connection (the app's shutdown; a closed store refuses further use)."""
+        """Close every thread's connection (the app's shutdown; a closed store refuses further use).
+
+        When the database file was deleted under the store, its latest state is saved first (``<name>.rescued``)
+        and, once the connections are closed, put back at the store's path if nothing else is there.
+        """
+        if self._lost is not None and not self._closed:
+            self._rescue()
         self._closed = True
         with self._lock:
             conns, self._all = self._all, []
@@ -406,6 +661,15 @@ class SqlStore:
                 c.close()
             except Exception:  # noqa: BLE001
                 pass
+        self._unpin()
+        if self._lost is not None and self._path is not None and self._rescue_path().exists():
+            if not self._path.exists():
+                self._adopt_rescue()
+            else:
+                kept = self._rescue_path().with_name(f"{self._rescue_path().name}-{int(time.time())}")
+                self._rescue_path().rename(kept)
+                log.error("store_rescue_kept", path=str(kept), store=str(self._path),
+                          detail="another database file took the store's place: compare them by hand")
 
     def ping(self) -> bool:
         """True when the database answers (``/healthz``)."""
@@ -440,6 +704,7 @@ class SqlStore:
                 tx.run("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
         if found != SCHEMA_VERSION:
             log.info("store_migrated", backend=self.backend, from_version=found, to_version=SCHEMA_VERSION)
+        self._pin()
         return found
 
     def schema_version(self) -> int:
@@ -447,15 +712,36 @@ class SqlStore:
         return int(row["version"]) if row else 0
 
     # -- requests ----------------------------------------------------------------------------------------
-    def accept_request(self, source: str, dedup_key: str | None, headers: dict[str, str], body: str,
-                       now: float | None = None) -> Accepted:
-        """Store a valid request as ``pending`` (before it is acknowledged), or as ``duplicate`` of the first one.
+    @contextmanager
+    def _ack_tx(self) -> Iterator[_Tx]:
+        """A write whose success is acknowledged to a sender: the store is checked durable before and after the
+        commit (:meth:`check_durable`), so an answer is never given for a row on a file that is gone."""
+        self.check_durable()
+        with self._tx() as tx:
+            yield tx
+        self.check_durable()
 
-        Two identical requests racing each other are decided by the UNIQUE key, not by a prior SELECT.
+    def accept_request(self, source: str, dedup_key: str | None, headers: dict[str, str], body: str,
+                       now: float | None = None, max_queue: int = 0) -> Accepted:
+        """Store a valid request as ``pending`` (before it is acknowledged), or count it as a copy of the first one.
+
+        Two identical requests racing each other are decided by the UNIQUE key, not by a prior SELECT. The copies
+        of one request are one ``duplicate`` row (``duplicate_of`` names the first), whose ``replays`` counts the
+        copies after it. With ``max_queue`` > 0 a new request is refused with :class:`QueueFull` while that many
+        wait (pending or processing); a copy is still counted. Raises :class:`StoreUnavailable` when the write
+        would not be durable.
         """
         ts = _now(now)
         hdrs = json.dumps(headers, sort_keys=True)
-        with self._tx() as tx:
+        with self._ack_tx() as tx:
+            if max_queue > 0:
+                first = tx.one("SELECT id FROM requests WHERE source = ? AND dedup_key = ?", (source, dedup_key)) \
+                    if dedup_key is not None else None
+                if first is None:
+                    depth = tx.one("SELECT COUNT(*) AS n FROM requests WHERE status IN ('pending', 'processing')")
+                    n = int(depth["n"]) if depth else 0
+                    if n >= max_queue:
+                        raise QueueFull(n, max_queue)
             row = tx.one(
                 "INSERT INTO requests (source, dedup_key, received_at, headers, body, status, attempts, next_attempt_at)"
                 " VALUES (?, ?, ?, ?, ?, 'pending', 0, ?) ON CONFLICT (source, dedup_key) DO NOTHING RETURNING id",
@@ -464,16 +750,20 @@ class SqlStore:
                 return Accepted(int(row["id"]), False)
             first = tx.one("SELECT id FROM requests WHERE source = ? AND dedup_key = ?", (source, dedup_key))
             assert first is not None
-            tx.run("INSERT INTO requests (source, dedup_key, duplicate_of, received_at, headers, body, status, attempts,"
-                   " next_attempt_at, finished_at) VALUES (?, NULL, ?, ?, ?, ?, 'duplicate', 0, ?, ?)",
-                   (source, first["id"], ts, hdrs, body, ts, ts))
+            counted = tx.run("UPDATE requests SET replays = replays + 1, last_received_at = ?"
+                             " WHERE duplicate_of = ? AND status = 'duplicate'", (ts, first["id"]))
+            if not counted:
+                tx.run("INSERT INTO requests (source, dedup_key, duplicate_of, received_at, headers, body, status,"
+                       " attempts, next_attempt_at, finished_at, last_received_at)"
+                       " VALUES (?, NULL, ?, ?, ?, ?, 'duplicate', 0, ?, ?, ?)",
+                       (source, first["id"], ts, hdrs, body, ts, ts, ts))
             return Accepted(int(first["id"]), True)
 
     def reject_request(self, source: str, headers: dict[str, str], body: str, reason: str,
                        now: float | None = None) -> int:
         """Store a malformed request (422) for the operator to inspect; it is never processed."""
         ts = _now(now)
-        with self._tx() as tx:
+        with self._ack_tx() as tx:
             row = tx.one(
                 "INSERT INTO requests (source, dedup_key, received_at, headers, body, status, attempts, next_attempt_at,"
                 " error, finished_at) VALUES (?, NULL, ?, ?, ?, 'rejected', 0, ?, ?, ?) RETURNING id",
@@ -834,7 +1124,9 @@ def _request(r: dict[str, Any]) -> StoredRequest:
         status=r["status"], attempts=int(r["attempts"]), next_attempt_at=float(r["next_attempt_at"]),
         lease_until=float(r["lease_until"]) if r["lease_until"] is not None else None,
         claim_token=r["claim_token"], error=r["error"],
-        finished_at=float(r["finished_at"]) if r["finished_at"] is not None else None)
+        finished_at=float(r["finished_at"]) if r["finished_at"] is not None else None,
+        replays=int(r["replays"] or 0),
+        last_received_at=float(r["last_received_at"]) if r["last_received_at"] is not None else None)
 
 
 def _incident(r: dict[str, Any]) -> IncidentRecord:

@@ -16,7 +16,6 @@ can kill the process while requests are mid-way (``tests/service/test_crash.py``
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import threading
@@ -27,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from diagnose.service.bodies import Undecodable, loads
 from diagnose.service.models import IncidentDraft, IncidentRecord
 from diagnose.service.settings import Settings
 from diagnose.service.store import DRAFT_CONTENT_TYPE, SqlStore, StoredRequest
@@ -58,16 +58,14 @@ def parse_body(raw: bytes, content_type: str) -> Any:
         fields = _parse_form(raw, content_type)
         if set(fields) == {"payload"}:
             try:
-                return json.loads(fields["payload"])
-            except json.JSONDecodeError as exc:
-                raise BodyError(f"form field 'payload' is not JSON: {exc}") from exc
+                return loads(fields["payload"])
+            except Undecodable as exc:
+                raise BodyError(f"form field 'payload': {exc}") from exc
         return fields
     try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise BodyError(f"body is not UTF-8: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise BodyError(f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        return loads(raw)
+    except Undecodable as exc:
+        raise BodyError(str(exc)) from exc
 
 
 def _parse_form(raw: bytes, content_type: str) -> dict[str, str]:
@@ -188,6 +186,10 @@ class Worker:
         self._grouper: Any = None
         self._catalog: Any = None
         self._init_lock = threading.Lock()
+        self._triage_lock = threading.Lock()
+        self._triaging: int | None = None
+        self._tmp: Path | None = None
+        self._tempdir_before: str | None = None
         try:
             self.step_delay = float(os.environ.get(STEP_DELAY_ENV) or 0)
         except ValueError:
@@ -197,8 +199,14 @@ class Worker:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start ``settings.worker_threads`` threads (daemon: a hung triage never blocks interpreter exit)."""
+        """Start ``settings.worker_threads`` threads (daemon: a hung triage never blocks interpreter exit).
+
+        The process's temporary files (the triage's second-process results) go to ``<data_dir>/tmp/<pid>``,
+        removed when the worker stops, so a triage cut short by SIGTERM leaves nothing in the system's /tmp; a
+        folder left by a process of this host that no longer runs (kill -9) is removed here.
+        """
         self._stop.clear()
+        self._use_own_tmp()
         for i in range(max(1, self.settings.worker_threads)):
             t = threading.Thread(target=self._loop, name=f"diagnose-worker-{i}", daemon=True)
             t.start()
@@ -216,12 +224,46 @@ class Worker:
             t.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
-            log.warning("worker_stop_timeout", threads=alive)
+            # a triage still running is abandoned (the threads are daemons): its request stays claimed and the
+            # next start on this host takes it over at once
+            log.warning("worker_stop_timeout", threads=alive, incident=self._triaging, waited_s=timeout)
         self._threads = []
+        self._drop_own_tmp()
         log.info("worker_stopped")
 
     def alive(self) -> bool:
         return bool(self._threads) and all(t.is_alive() for t in self._threads)
+
+    def triage_running(self) -> bool:
+        return self._triaging is not None
+
+    def _use_own_tmp(self) -> None:
+        import tempfile
+
+        base = self.settings.data_dir / "tmp"
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            for old in base.iterdir():
+                if old.name.isdigit() and int(old.name) != os.getpid() and not _pid_alive(int(old.name)):
+                    shutil.rmtree(old, ignore_errors=True)
+            own = base / str(os.getpid())
+            own.mkdir(exist_ok=True)
+        except OSError as exc:
+            log.warning("worker_tmp_unavailable", path=str(base), error=str(exc))
+            return
+        self._tmp = own
+        self._tempdir_before = tempfile.tempdir
+        tempfile.tempdir = str(own)
+
+    def _drop_own_tmp(self) -> None:
+        import tempfile
+
+        if self._tmp is None:
+            return
+        if tempfile.tempdir == str(self._tmp):
+            tempfile.tempdir = self._tempdir_before
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmp = None
 
     def notify(self) -> None:
         """A request was stored: wake an idle thread now instead of at the next poll."""
@@ -384,10 +426,19 @@ class Worker:
         if work.exists():  # a re-run after a crash starts from a clean folder
             shutil.rmtree(work)
         work.mkdir(parents=True)
-        ev = collect(self.settings, inc, work)
+        # the paths the payload named (annotations.bundle, bundle_refs, bundle= in a ticket) are resolved inside the
+        # bundle store; attachment URLs are noted, never fetched
+        ev = collect(self.settings, inc, work, bundle_refs=self.store.get_bundle_refs(inc.id))
         self._step(ilog, "evidence_collected", paths=len(ev.paths), notes=len(ev.notes))
         source = "chat" if inc.source == "chat" else "cli" if inc.source == "cli" else "hook"
-        d = triage_incident(ev.paths, symptom_of(inc), source, self.catalog())
+        # one triage at a time per worker, whatever worker_threads says: each reads its bundles through the
+        # loader's budget (LoadLimits), so the worker's memory is one budget, not one per thread
+        with self._triage_lock:
+            self._triaging = inc.id
+            try:
+                d = triage_incident(ev.paths, symptom_of(inc), source, self.catalog())
+            finally:
+                self._triaging = None
         top = d.causes[0].id if d.causes else None
         self._step(ilog, "triaged", top_cause=top, causes=len(d.causes), evidence_files=len(d.files))
         return d.model_dump(mode="json"), list(ev.notes)
@@ -415,6 +466,16 @@ class Worker:
             if self.on_delivery is not None:
                 self.on_delivery(r.target, r.ok)
         self._step(ilog, "posted_back", targets=len(results))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class _Failed:

@@ -218,7 +218,9 @@ def check_bundle_ref(ref: Any, where: str, *, allow_url: bool = False) -> str:
     parts = PurePosixPath(s).parts
     if ".." in parts:
         raise PayloadError(f"{where}: a bundle path may not contain '..': {s[:80]!r}")
-    return str(PurePosixPath(*parts)) if parts else s
+    if not parts:  # "." or "./": the whole store is no one's bundle
+        raise PayloadError(f"{where}: a bundle path must name an entry of the bundle store, not the store: {s[:80]!r}")
+    return str(PurePosixPath(*parts))
 
 
 # ------------------------------------------------------------------------------------------------- hosts (labels)
