@@ -78,3 +78,41 @@ def test_ibportstate_peer_below_common_width(tmp_path: Path) -> None:
     assert got[0].location.port == 38 and got[0].location.peer == "lid 1/P4"
     healthy = text.replace("LinkWidthActive:.................2X", "LinkWidthActive:.................4X")
     assert not _findings(tmp_path, {"ibportstate.txt": healthy}, "link_below_capability")
+
+
+IBDIAG_ERR = ('-E- Link: S1070fd0300a1b300/N1070fd0300a1b300/P38<-->S1070fd0300a1b200/N1070fd0300a1b200/P2 - Unexpected'
+              ' actual link speed 25 (enable_speed1="2.5 or 5 or 10 or 14 or 25 or 50", enable_speed2="2.5 or 5 or 10 or'
+              ' 14 or 25 or 50" therefore final speed should be 50)\n')
+
+
+def test_ibdiagnet_speed_check_names_both_switch_ends_through_the_topology(tmp_path: Path) -> None:
+    got = _findings(tmp_path, {"fabric/iblinkinfo.txt": _fabric("4X", " "), "fabric/ibdiagnet2.log": IBDIAG_ERR},
+                    "link_below_capability")
+    (f,) = got
+    assert (f.location.device, f.location.port, f.location.peer) == ("leaf-t1", 38, "spine-t1/P2")
+    assert f.attrs["tool"] == "ibdiagnet" and f.attrs["switch_link"] is True
+    assert (f.attrs["speed"], f.attrs["capable_speed"]) == ("EDR", "HDR") and f.attrs["ratio"] < 0.5
+
+
+def test_ibdiagnet_host_end_by_description_and_a_speed_with_no_expected_value(tmp_path: Path) -> None:
+    text = (Path(__file__).parent / "data" / "ibdiagnet_log" / "ucar_quoted_route_and_speed_errors.log").read_text()
+    (f,) = _findings(tmp_path, {"ibdiagnet2.log": text}, "link_below_capability")
+    assert (f.location.host, f.location.port) == ("ime2", 1) and f.attrs["speed"] == "FDR"
+    assert f.location.peer == "0x7cfe900300a51030/P28"  # no topology: the switch stays a GUID
+
+
+def test_ibdiagnet_checks_passing_say_every_link_is_at_capability(tmp_path: Path) -> None:
+    log = ("-I- Links Check finished successfully\n\n-I- Links Speed Check finished successfully\n\n"
+           "-I- Links Width Check finished successfully\n")
+    got = _findings(tmp_path, {"ibdiagnet2.log": log}, "fabric_links_at_capability")
+    assert len(got) == 1 and got[0].attrs["tool"] == "ibdiagnet"
+    only_speed = log.replace("-I- Links Width Check finished successfully\n", "")
+    assert _findings(tmp_path / "b", {"ibdiagnet2.log": only_speed}, "fabric_links_at_capability") == []
+
+
+def test_ibdiagnet_routing_errors_say_the_sm_left_routes_incomplete(tmp_path: Path) -> None:
+    text = (Path(__file__).parent / "data" / "ibdiagnet_log" / "ucar_quoted_route_and_speed_errors.log").read_text()
+    (f,) = _findings(tmp_path, {"ibdiagnet2.log": text}, "sm_routes_incomplete")
+    assert (f.attrs["errors"], f.attrs["unassigned"], f.attrs["no_path"]) == (4, 1, 3)
+    assert "0x7cfe900300bdf4f0" in f.summary and f.location.is_empty()
+    assert _findings(tmp_path / "c", {"ibdiagnet2.log": IBDIAG_ERR}, "sm_routes_incomplete") == []

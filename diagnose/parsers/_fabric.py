@@ -213,6 +213,20 @@ def speed_name(text: str | None) -> str | None:
     return None
 
 
+# ibdm/ibutils2 ``speed2char``: the nominal lane rate ibdiagnet prints (``SPD=14`` in the .lst, "Unexpected actual
+# link speed 2.5 (... final speed should be 10)" in its log); 25/50/100 are not within 2% of the signalling rates
+_IBDIAG_SPEED = {"2.5": "SDR", "5": "DDR", "10": "QDR", "14": "FDR", "25": "EDR", "50": "HDR", "100": "NDR",
+                 "200": "XDR", "FDR10": "FDR10"}
+
+
+def ibdiag_speed(text: str | None) -> str | None:
+    """An ibdiagnet/ibdm speed string (``'14'``, ``'2.5'``, ``'FDR10'``) -> the generation name; None if unknown."""
+    if text is None:
+        return None
+    t = text.strip().upper().removesuffix("G")
+    return _IBDIAG_SPEED.get(t) or speed_name(t if not re.fullmatch(r"\d+(?:\.\d+)?", t) else None)
+
+
 def norm_width(text: str | None) -> str | None:
     """``'4x'`` / ``' 4X'`` -> ``'4X'``; anything else -> None."""
     if text is None:

@@ -51,7 +51,9 @@ _SNIFF_MSG = re.compile(r"^[ \t]*-[IWE]- \S", re.MULTILINE)
 _SNIFF_STRONG = re.compile(
     r"(?:ibdiagnet|IBDIAG|-I- Stage\s+Warnings\s+Errors|^Fabric Summary\s*$|Discovering \.\.\.|"
     r"\bnodes \(\d+ Switches & \d+ CA-s\)|ibdiagnet2\.(?:log|db_csv|lst|pm|net_dump)"
-    r"|^-{20,}[ \t]*\n[A-Z][^\n]*\n-[IWE]- )",  # a stage rule, its title, its first message
+    r"|^-{20,}[ \t]*\n[A-Z][^\n]*\n-[IWE]- "  # a stage rule, its title, its first message
+    r"|Unexpected actual link (?:speed|width)|increased during the run \(difference value=|Links (?:Speed|Width) Check"
+    r"|\bS[0-9a-fA-F]{16}/N[0-9a-fA-F]{16}/P\d)",  # its port names
     re.MULTILINE,
 )
 

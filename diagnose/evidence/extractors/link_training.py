@@ -10,8 +10,11 @@ Sources, each a verdict of the tools themselves where they give one:
   the link is degraded when its active width is below the widest width both dumps enable, or its extended speed
   below the fastest both support; the tool's own ``Peer ports operating at active width N rather than M`` warning
   (``ibportstate.c`` ``validate_width`` / ``validate_speed`` / ``validate_extended_speed``) says the same.
-* A topology without verdicts (``ibnetdiscover``): a switch-to-switch link slower than the other switch-to-switch
-  links of the same listing.
+* ``ibdiagnet`` (its ``.log`` or stdout): the Links Speed/Width Check's own errors, ``Link: <end><--><end> -
+  Unexpected actual link speed 2.5 (enable_speed1="2.5 or 5 or 10", enable_speed2="2.5 or 5 or 10" therefore final
+  speed should be 10)``, each end ``S<system guid>/N<node guid>/P<port>`` or ``<host>/U1/P<port>``.
+* A topology without verdicts (``ibnetdiscover``, ``ibdiagnet2.lst``): a switch-to-switch link slower than the other
+  switch-to-switch links of the same listing.
 
 Both ends are named: a switch by its short name and port (``leaf-c2/P38``), an HCA by host, device and port.
 """
@@ -25,7 +28,8 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding, sval
 from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding, Location
-from diagnose.parsers._fabric import norm_width, speed_name
+from diagnose.parsers._fabric import ibdiag_speed, norm_width, speed_name
+from diagnose.parsers._ib import norm_guid
 from diagnose.topology.fabric import SPEED_GBPS_PER_LANE, WIDTH_LANES, Fabric, link_gbps
 
 MAX_LINK_FINDINGS = 8
@@ -35,6 +39,12 @@ _HINT = re.compile(r"\"\s*\([^()]*\)\s*$")  # iblinkinfo's verdict parenthesis a
 _IBWARN = re.compile(r"Peer ports operating at active (?P<what>width|speed|extended speed) (?P<n>\d+) rather than "
                      r"(?P<m>\d+) \((?P<label>[^)]*)\)")
 _WIDTH_CODE = {1: "1X", 2: "4X", 4: "8X", 8: "12X", 16: "2X"}  # IBA LinkWidthActive encoding
+_IBDIAG_LINK = re.compile(
+    r"Link:\s*(?P<a>[^<>]+?)\s*<-->\s*(?P<b>[^<>]+?)\s+-\s+Unexpected actual link (?P<what>speed|width)\s+(?P<got>[^\s(]+)"
+    r"(?:\s*\((?P<why>[^)]*?)\s*(?:therefore final (?:speed|width) should be\s+(?P<want>[^)\s]+))?\s*\))?"
+)
+_IBDIAG_END = re.compile(r"^S[0-9a-fA-F]+/N(?P<guid>[0-9a-fA-F]+)/P(?P<port>\d+)$"
+                         r"|^(?P<name>[^/\s]+)(?:\s+(?P<dev>mlx\d+_\d+|HCA-\d+))?/U\d+/P(?P<hport>\d+)$")
 _ORDER = ["SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR"]
 
 
@@ -130,6 +140,7 @@ def link_training(ctx: Context) -> list[Finding]:
     cands: list[dict[str, object]] = []
     verdict_sources = _iblinkinfo(ctx, fab, cands)
     _ibportstate(ctx, fab, cands)
+    _ibdiagnet_checks(ctx, fab, cands)
     _topology_peers(ctx, fab, cands, verdict_sources)
     out: list[Finding] = []
     seen: dict[tuple, dict[str, object]] = {}
@@ -146,6 +157,8 @@ def link_training(ctx: Context) -> list[Finding]:
                            c["attrs"] | {"ends_seen": c["ends_seen"]}))  # type: ignore[operator]
     if not seen and verdict_sources:
         out.extend(_at_capability(ctx, verdict_sources))
+    if not seen and not verdict_sources:
+        out.extend(_ibdiagnet_checks_passed(ctx))
     return out
 
 
@@ -285,6 +298,75 @@ def _ibwarns(ctx: Context) -> dict[str, dict[str, str]]:
         if m:
             out.setdefault(str(r["source"]), {**m.groupdict(), "text": m.group(0)})
     return out
+
+
+def _ibdiag_end(fab: Fabric | None, text: str) -> _End:
+    """``S<sys>/N<node>/P20`` (a node by GUID) or ``c0104/U1/P1`` (an HCA by the first word of its description)."""
+    m = _IBDIAG_END.match(text)
+    if m is None:
+        end = _End(fab, None, None, None, None)
+        end.device = text  # a split-port label (``.../P1/3/1``) or a form not seen yet: shown as ibdiagnet printed it
+        return end
+    if m.group("guid"):
+        return _End(fab, norm_guid("0x" + m.group("guid")), int(m.group("port")), None, None)
+    end = _End(fab, None, int(m.group("hport")), None, None)
+    end.kind, end.host = "CA", m.group("name")
+    devs = [d for h, d in sorted(fab.by_host_dev) if h == end.host] if fab is not None else []
+    end.device = m.group("dev") or (devs[0] if len(devs) == 1 else "HCA")
+    return end
+
+
+def _ibdiagnet_checks(ctx: Context, fab: Fabric | None, cands: list[dict[str, object]]) -> None:
+    """ibdiagnet's Links Speed / Width Check errors: the link trained below what both ends enable."""
+    tm = ctx.frame("ToolMessage")
+    if tm.empty:
+        return
+    msg = tm["message"].astype(str)
+    hit = tm[msg.str.contains("Unexpected actual link ", regex=False, na=False)]
+    for idx, r in hit.iterrows():
+        m = _IBDIAG_LINK.search(str(r["message"]))
+        if m is None:
+            continue
+        near, far = _ibdiag_end(fab, m.group("a")), _ibdiag_end(fab, m.group("b"))
+        want = m.group("want")
+        if m.group("what") == "speed":
+            got_s, want_s = ibdiag_speed(m.group("got")), ibdiag_speed(want)
+            if got_s is None:
+                continue
+            c = _candidate(near, far, None, got_s, None, want_s, "tool_verdict",
+                           "ibdiagnet: " + m.group(0).split(" - ", 1)[1], hit.loc[[idx]], "ibdiagnet")
+            per_got, per_want = SPEED_GBPS_PER_LANE.get(got_s), SPEED_GBPS_PER_LANE.get(want_s or "")
+            ratio = round(per_got / per_want, 3) if per_got and per_want else 0.5
+        else:
+            got_w, want_w = norm_width(m.group("got")), norm_width(want)
+            if got_w is None:
+                continue
+            c = _candidate(near, far, got_w, None, want_w, None, "tool_verdict",
+                           "ibdiagnet: " + m.group(0).split(" - ", 1)[1], hit.loc[[idx]], "ibdiagnet")
+            ratio = round(WIDTH_LANES[got_w] / WIDTH_LANES[want_w], 3) if want_w else 0.5
+        c["ratio"] = ratio
+        c["attrs"] = {**c["attrs"], "ratio": ratio}  # type: ignore[dict-item]
+        cands.append(c)
+
+
+_CHECK_OK = re.compile(r"^Links (?P<what>Speed|Width) Check finished successfully", re.I)
+
+
+def _ibdiagnet_checks_passed(ctx: Context) -> list[Finding]:
+    """ibdiagnet ran its Links Speed and Width Checks over the whole fabric and neither found a link below what both
+    of its ends enable."""
+    tm = ctx.frame("ToolMessage")
+    if tm.empty:
+        return []
+    ok = tm[tm["message"].astype(str).str.match(_CHECK_OK, na=False)]
+    if set(ok["message"].astype(str).str.extract(_CHECK_OK)["what"].str.title()) != {"Speed", "Width"}:
+        return []
+    return [finding(
+        "fabric_links_at_capability",
+        "ibdiagnet's Links Speed Check and Links Width Check finished successfully: no link of the fabric, host or "
+        "switch-to-switch, trained below the width and speed both of its ends enable.",
+        ok.head(2), attrs={"links": None, "switch_links": None, "tool": "ibdiagnet"},
+    )]
 
 
 def _topology_peers(ctx: Context, fab: Fabric | None, cands: list[dict[str, object]], verdicts: set[str]) -> None:

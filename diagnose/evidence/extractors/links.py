@@ -122,8 +122,9 @@ def port_states(ctx: Context) -> list[Finding]:
     return out
 
 
-# fabric listings that print, for every link, whether it trained at the best width/speed both ends support
-FABRIC_VERDICT_FORMATS = frozenset({"iblinkinfo"})
+# fabric listings that show every link's width and speed, switch-to-switch included, or check them (ibdiagnet's Links Speed/Width
+# Check runs in its discovery stage): the HCA ports' uniform rates say nothing once one of them was collected
+FABRIC_VERDICT_FORMATS = frozenset({"iblinkinfo", "ibdiagnet_lst", "ibdiagnet_log"})
 _PORT_RATE = re.compile(r"\b(?P<gen>NDR|HDR|EDR|XDR)\b|\b(?P<g>100|200|400|800)\s?G(?:b(?:/s|ps)?)?\s?(?:HDR|NDR|EDR|IB\b|InfiniBand)", re.I)
 
 

@@ -71,3 +71,41 @@ def lft_balance(ctx: Context) -> list[Finding]:
             f"(at most {worst:.1f}x the even share).",
             lft.head(1), attrs={"switches": judged, "max_imbalance": worst}))
     return out
+
+
+# ibdiagnet's routing check over the switches' LFTs (real lines quoted in tests/data/ibdiagnet_log/README.md):
+#   Unassigned LFT for lid:4 Dead end at:S7cfe900300bdf4f0/N7cfe900300bdf4f0 PLFT:0
+#   Fail to find a path from:r1i3n6/U1/1 to:r1i3n12/U1/1
+#   Error in mark route from:gs1/U1 SLID:108 to DLID:103
+_ROUTE_ERR = r"Unassigned LFT for lid|Fail to find a path from|Error in mark route from"
+_DEAD_END = r"Dead end at:\s*S[0-9a-fA-F]+/N(?P<guid>[0-9a-fA-F]+)"
+
+
+@extractor
+def ibdiagnet_route_errors(ctx: Context) -> list[Finding]:
+    """Destinations the programmed forwarding tables do not reach: the subnet manager left LIDs unrouted (a routing
+    engine that failed and fell back, switches it could not program, a sweep that did not finish)."""
+    tm = ctx.frame("ToolMessage")
+    if tm.empty:
+        return []
+    msg = tm["message"].astype(str)
+    hit = tm[msg.str.contains(_ROUTE_ERR, na=False)]
+    if hit.empty:
+        return []
+    hmsg = hit["message"].astype(str)
+    dead = hmsg.str.extract(_DEAD_END)["guid"].dropna()
+    at = ""
+    if not dead.empty:  # named in the text only: the cause (the SM) is not at the switch where a route ends
+        fab = ctx.fabric
+        guids = sorted({"0x" + str(g).lower().zfill(16) for g in dead})
+        names = [fab.name(g) if fab is not None and g in fab.graph else g for g in guids]
+        at = f", dead ends at {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
+    n_dead = int(hmsg.str.contains("Unassigned LFT", regex=False).sum())
+    n_path = int(hmsg.str.contains("Fail to find a path|Error in mark route").sum())
+    return [finding(
+        "sm_routes_incomplete",
+        f"ibdiagnet's routing check found {len(hit)} route(s) the switches' forwarding tables do not complete"
+        f" ({n_dead} LID(s) with no LFT entry at a switch{at}, {n_path} source/destination pair(s) with no path): the"
+        " subnet manager did not program complete routes.",
+        hit.head(4), None, {"errors": len(hit), "unassigned": n_dead, "no_path": n_path},
+    )]
