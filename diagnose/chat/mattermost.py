@@ -17,6 +17,8 @@ evidence) and ``{"ephemeral_text": ...}`` answers the clicker only (feedback, pl
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -42,6 +44,8 @@ from diagnose.chat.answers import (
     QueuedAnswer,
 )
 from diagnose.chat.render import markdown_text, mattermost_message, to_doc, with_feedback
+from diagnose.chat.replay import ReplayGuard, is_stale
+from diagnose.service.bodies import TooLarge, Undecodable, loads, read_capped
 from diagnose.service.settings import Settings
 
 log = structlog.get_logger("diagnose.service.chat.mattermost")
@@ -95,6 +99,21 @@ class ActionSigner:
         return fields
 
 
+def parse_trigger_id(value: str) -> tuple[str, str, int] | None:
+    """(client trigger id, user id, epoch milliseconds) of a slash command's ``trigger_id``, or None when it is not
+    one (its signature, by the Mattermost server's key, is not checked here: the token authenticates the request)."""
+    if not value or len(value) > 4096:
+        return None
+    try:
+        raw = base64.b64decode(value, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return None
+    parts = raw.split(":", 3)
+    if len(parts) != 4 or not parts[0] or not parts[2].isdigit() or len(parts[2]) > 16:
+        return None
+    return parts[0], parts[1], int(parts[2])
+
+
 class MattermostEndpoint:
     """Both Mattermost routes over one :class:`Answers`."""
 
@@ -106,7 +125,34 @@ class MattermostEndpoint:
         self.signer = ActionSigner(self.token, clock) if self.token else None
         self.wait_s = wait_s
         self.poll_s = poll_s
+        self.clock = clock
+        self.seen = ReplayGuard(window_s=max(float(settings.max_request_age_s), 300.0) * 2)
         self.waiters = DaemonPool(16, "diagnose-mattermost-wait")
+
+    def _replayed(self, form: dict[str, str], body: bytes) -> str | None:
+        """Why an authenticated slash command is a replay (401), or None.
+
+        The token is static, so it proves the sender but not that the request is new. Each invocation carries a
+        fresh ``trigger_id``: base64 of ``<id>:<user id>:<epoch ms>:<server signature>`` (mattermost/server,
+        model/integration_action.go ``GenerateTriggerId``). A command whose trigger was made more than
+        ``max_request_age_s`` from now, made for another user than the one the form names, or seen before is
+        refused; without a readable trigger the body itself is the key (an identical copy within the window is
+        a replay).
+        """
+        now = self.clock()
+        trigger = parse_trigger_id(form.get("trigger_id", ""))
+        if trigger is not None:
+            client_id, user_id, made_ms = trigger
+            if is_stale(made_ms / 1000.0, now, self.settings.max_request_age_s):
+                return "stale trigger_id"
+            if form.get("user_id") and user_id != form.get("user_id"):
+                return "trigger_id made for another user"
+            key = "t:" + client_id
+        else:
+            key = "b:" + hashlib.sha256(body).hexdigest()
+        if not self.seen.first_seen(key, now):
+            return "replayed request"
+        return None
 
     def _not_configured(self) -> Response | None:
         if self.token is None or self.answers is None or self.signer is None:
@@ -134,14 +180,18 @@ class MattermostEndpoint:
         if (resp := self._not_configured()) is not None:
             return resp
         assert self.token is not None and self.answers is not None
-        body = await request.body()
-        if len(body) > self.settings.max_body_bytes:
+        try:
+            body = await read_capped(request, self.settings.max_body_bytes)
+        except TooLarge:
             return self._reject("body too large", 413)
         form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
         header = request.headers.get("authorization", "")
         offered = form.get("token") or (header[6:].strip() if header.startswith("Token ") else "")
         if not offered or not hmac.compare_digest(offered.encode(), self.token.encode()):
             return self._reject("bad token")
+        replay = self._replayed(form, body)
+        if replay is not None:
+            return self._reject(replay)
         channel = form.get("channel_id", "")
         asker = Asker(user=form.get("user_name") or form.get("user_id") or "someone", platform="mattermost")
         action_url = str(request.url_for("mattermost_actions"))
@@ -170,15 +220,16 @@ class MattermostEndpoint:
         if (resp := self._not_configured()) is not None:
             return resp
         assert self.answers is not None and self.signer is not None
-        body = await request.body()
-        if len(body) > self.settings.max_body_bytes:
+        try:
+            body = await read_capped(request, self.settings.max_body_bytes)
+        except TooLarge:
             return self._reject("body too large", 413)
         try:
-            payload = json.loads(body)
-        except ValueError:
-            return self._reject("body is not JSON", 400)
+            payload = loads(body)
+        except Undecodable as exc:
+            return self._reject(str(exc), 422)
         if not isinstance(payload, dict):
-            return self._reject("body is not an object", 400)
+            return self._reject("body is not an object", 422)
         channel = str(payload.get("channel_id") or "")
         raw_ctx = payload.get("context")
         ctx = self.signer.verify(raw_ctx, channel)

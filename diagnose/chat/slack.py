@@ -27,6 +27,8 @@ tests, which have no Slack to connect to.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import time
@@ -38,7 +40,6 @@ from fastapi import Request
 from slack_bolt import App, BoltResponse
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
 from slack_sdk import WebClient
-from slack_sdk.signature import SignatureVerifier
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
@@ -54,6 +55,7 @@ from diagnose.chat.answers import (
 )
 from diagnose.chat.render import A_ITWAS, A_PLAYBOOK, A_RIGHT, A_SHOW, A_WRONG, slack_message, to_doc, with_feedback
 from diagnose.chat.replay import ReplayGuard, is_stale
+from diagnose.service.bodies import TooLarge, Undecodable, loads, read_capped
 from diagnose.service.models import Store
 from diagnose.service.settings import Settings
 
@@ -82,9 +84,34 @@ def _user(body: dict[str, Any]) -> str:
 def _json_value(raw: str) -> dict[str, Any]:
     try:
         v = json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {}
     return v if isinstance(v, dict) else {}
+
+
+def undecodable_slack_body(body: bytes, content_type: str) -> str | None:
+    """Why a signed Slack body cannot be read (422 before bolt parses it), or None.
+
+    Slack sends JSON (Events API) or a form (slash commands; interactivity with its JSON in ``payload``,
+    https://api.slack.com/interactivity/handling#payloads): each must be UTF-8, and the JSON must decode (not
+    nested past the interpreter's limit, no integer too long to convert).
+    """
+    from urllib.parse import parse_qs
+
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "body is not UTF-8"
+    try:
+        if content_type.startswith("application/json"):
+            loads(text)
+        else:
+            payload = parse_qs(text, keep_blank_values=True).get("payload")
+            if payload:
+                loads(payload[0])
+    except Undecodable as exc:
+        return str(exc)
+    return None
 
 
 class SlackBot:
@@ -222,6 +249,14 @@ class SlackBot:
         self._feedback(body, v.get("i"), "wrong", v.get("a"), respond)
 
 
+def verify_slack_signature(key: bytes, timestamp: str, body: bytes, signature: str) -> bool:
+    """``X-Slack-Signature``: ``v0=`` + hex HMAC-SHA256 of ``v0:{timestamp}:{body}``, on the raw bytes (a body
+    that is not UTF-8 is simply unsigned, never an error), compared in constant time."""
+    expected = "v0=" + hmac.new(key, b"v0:" + timestamp.encode("ascii", "replace") + b":" + body,
+                                hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode("ascii"), signature.strip().encode("utf-8", "replace"))
+
+
 class SlackEndpoint:
     """``POST /slack/events``: freshness, signature and replay checks, then bolt."""
 
@@ -230,11 +265,11 @@ class SlackEndpoint:
         self.settings = settings
         self.clock = clock
         self.bot: SlackBot | None = None
-        self.verifier: SignatureVerifier | None = None
+        self.key: bytes | None = None
         if answers is not None and slack_configured(settings):
             assert settings.slack_signing_secret is not None
             self.bot = SlackBot(settings, answers, wait_s=wait_s, poll_s=poll_s)
-            self.verifier = SignatureVerifier(settings.slack_signing_secret.get_secret_value())
+            self.key = settings.slack_signing_secret.get_secret_value().encode("utf-8")
         window = max(float(settings.max_request_age_s), 300.0) * 2
         self.requests = ReplayGuard(window_s=window)
         self.events = ReplayGuard(window_s=3600.0)
@@ -244,11 +279,12 @@ class SlackEndpoint:
         return JSONResponse({"error": reason}, status_code=status)
 
     async def __call__(self, request: Request) -> Response:
-        if self.bot is None or self.verifier is None:
+        if self.bot is None or self.key is None:
             return JSONResponse({"error": "Slack is not configured (SLACK_SIGNING_SECRET, SLACK_BOT_TOKEN)"},
                                 status_code=503)
-        body = await request.body()
-        if len(body) > self.settings.max_body_bytes:
+        try:
+            body = await read_capped(request, self.settings.max_body_bytes)
+        except TooLarge:
             return self._reject("body too large", 413)
         ts = request.headers.get("x-slack-request-timestamp", "")
         sig = request.headers.get("x-slack-signature", "")
@@ -261,10 +297,13 @@ class SlackEndpoint:
         now = self.clock()
         if is_stale(ts_epoch, now, self.settings.max_request_age_s):
             return self._reject("stale timestamp")
-        if not self.verifier.is_valid(body, ts, sig):
+        if not verify_slack_signature(self.key, ts, body, sig):
             return self._reject("bad signature")
         if not self.requests.first_seen(f"{ts}:{sig}", now):
             return self._reject("replayed request")
+        problem = undecodable_slack_body(body, request.headers.get("content-type", ""))
+        if problem is not None:
+            return self._reject(problem, 422)
         if request.headers.get("content-type", "").startswith("application/json"):
             payload = _json_value(body.decode("utf-8", "replace"))
             event_id = payload.get("event_id")

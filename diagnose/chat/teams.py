@@ -21,7 +21,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +34,7 @@ from diagnose.chat.answers import Answers, Asker, IncidentAnswer, NoticeAnswer, 
 from diagnose.chat.grammar import clean_text
 from diagnose.chat.render import teams_message, to_doc
 from diagnose.chat.replay import ReplayGuard, is_stale, parse_iso_timestamp
+from diagnose.service.bodies import TooLarge, Undecodable, loads, read_capped
 from diagnose.service.settings import Settings
 
 log = structlog.get_logger("diagnose.service.chat.teams")
@@ -81,24 +81,25 @@ class TeamsEndpoint:
         if self.key is None or self.answers is None:
             return JSONResponse({"error": "Teams is not configured (DIAGNOSE_TEAMS_SECRET, base64)"}, status_code=503)
         started = time.monotonic()
-        body = await request.body()
-        if len(body) > self.settings.max_body_bytes:
+        try:
+            body = await read_capped(request, self.settings.max_body_bytes)
+        except TooLarge:
             return self._reject("body too large", 413)
         if not verify_teams_signature(self.key, body, request.headers.get("authorization", "")):
             return self._reject("bad signature")
         try:
-            activity = json.loads(body)
-        except ValueError:
-            return self._reject("body is not JSON", 400)
+            activity = loads(body)
+        except Undecodable as exc:
+            return self._reject(str(exc), 422)
         if not isinstance(activity, dict):
-            return self._reject("activity is not an object", 400)
+            return self._reject("activity is not an object", 422)
         now = self.clock()
         ts = parse_iso_timestamp(activity.get("timestamp", ""))
         if ts is None or is_stale(ts, now, self.settings.max_request_age_s):
             return self._reject("stale or missing timestamp")
         act_id = activity.get("id")
         if not isinstance(act_id, str) or not act_id:
-            return self._reject("activity without id", 400)
+            return self._reject("activity without id", 422)
         if not self.seen.first_seen(act_id, now):
             return self._reject("replayed activity")
         sender = activity.get("from") or {}

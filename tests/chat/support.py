@@ -58,6 +58,20 @@ def teams_sign(body: bytes, secret_b64: str = TEAMS_SECRET) -> dict[str, str]:
     return {"Authorization": "HMAC " + base64.b64encode(mac).decode()}
 
 
+MATTERMOST_USER_ID = "rbx8fw4fa3gd3n1bq8dtmy3qea"
+
+
+def mattermost_trigger_id(user_id: str = MATTERMOST_USER_ID, at: float | None = None) -> str:
+    """A slash command's ``trigger_id`` as the Mattermost server makes one (model/integration_action.go,
+    ``GenerateTriggerId``): base64 of ``<26-char id>:<user id>:<epoch ms>:`` + base64 of its signature (a stand-in
+    signature here: the server's key is not ours to check)."""
+    import uuid
+
+    ms = int((time.time() if at is None else at) * 1000)
+    data = f"{uuid.uuid4().hex[:26]}:{user_id}:{ms}:"
+    return base64.b64encode((data + base64.b64encode(b"s" * 64).decode()).encode()).decode()
+
+
 # ---------------------------------------------------------------------------------------------- stand-in
 
 
@@ -257,13 +271,14 @@ class ChatService:
 
     # -- Mattermost slash command (https://developers.mattermost.com/integrate/slash-commands/custom/) ---
     def mattermost_command(self, text: str, *, token: str = MATTERMOST_TOKEN, user: str = "bo",
-                           response_key: str = "mm") -> tuple[bytes, dict[str, str]]:
+                           response_key: str = "mm", trigger_id: str | None = None,
+                           user_id: str = MATTERMOST_USER_ID) -> tuple[bytes, dict[str, str]]:
         body = urlencode({
             "channel_id": "fdnkf8p1wbrp3xr5y7f7ms5ecr", "channel_name": "gpu-oncall", "command": "/diagnose",
             "response_url": f"{self.standin.base_url}/mattermost/response/{response_key}",
             "team_domain": "infra", "team_id": "rdc9bgriktyx9p4kowh3dmgqyc", "text": text, "token": token,
-            "trigger_id": "OWVqdXF1bmRqdHluaWNrMDpyN3g1OHJ1NTNiOGIzcnJ3ZjZwb3g1ZGp5Mg==",
-            "user_id": "rbx8fw4fa3gd3n1bq8dtmy3qea", "user_name": user}).encode()
+            "trigger_id": mattermost_trigger_id() if trigger_id is None else trigger_id,
+            "user_id": user_id, "user_name": user}).encode()
         return body, {"Content-Type": "application/x-www-form-urlencoded", "Authorization": f"Token {token}"}
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import pytest
 
-from diagnose.service.hooks import HOOKS, AuthError
+from diagnose.service.hooks import HOOKS, AuthError, PayloadError
 from diagnose.service.settings import Settings
 
 NOW = 1_714_644_000.0  # 2024-05-02T10:00:00Z
@@ -137,10 +137,15 @@ def test_pagerduty_stale_window_covers_documented_retries(settings: Settings) ->
                                          {"x-pagerduty-signature": f"v1={hexmac(PD_OLD, future)}"}, NOW))
 
 
-def test_pagerduty_signed_body_without_time_is_refused(settings: Settings) -> None:
-    body = b'{"event": {"event_type": "incident.triggered"}}'
-    assert "freshness" in reason(lambda: PD(settings, body, {"x-pagerduty-signature": f"v1={hexmac(PD_NEW, body)}"},
-                                            NOW))
+def test_pagerduty_signed_body_without_time_is_authentic_but_refused_by_the_normalizer(settings: Settings) -> None:
+    from diagnose.service.hooks.pagerduty import normalize
+
+    for body in (b'{"event": {"event_type": "incident.triggered"}}', b'{"event": [', b'[1, 2]',
+                 b'{"event": {"event_type": "incident.triggered", "occurred_at": "yesterday"}}'):
+        PD(settings, body, {"x-pagerduty-signature": f"v1={hexmac(PD_NEW, body)}"}, NOW)  # signed: not a 401
+    with pytest.raises(PayloadError, match="occurred_at"):
+        normalize({"event": {"event_type": "incident.triggered",
+                             "data": {"type": "incident", "id": "P1", "title": "x"}}}, settings)
 
 
 def test_pagerduty_not_configured(bare: Settings) -> None:

@@ -69,6 +69,10 @@ def normalize(payload: Any, settings: Settings) -> list[IncidentDraft]:
     if not _INCIDENT_ID.match(incident_id):
         raise PayloadError("event.data.id: not a PagerDuty incident id")
     title = require_str(data.get("title") or data.get("summary"), "event.data.title")
+    # every v3 event carries it, and the signature check's freshness test reads it: an event without it is refused
+    occurred_at = parse_time(require_str(event.get("occurred_at"), "event.occurred_at"), "event.occurred_at")
+    if occurred_at is None:
+        raise PayloadError("event.occurred_at: missing")
     status = optional_str(data.get("status"), "event.data.status")
     resolved = event_type == "incident.resolved" or status == "resolved"
     details = _details(data.get("body"))
@@ -92,7 +96,7 @@ def normalize(payload: Any, settings: Settings) -> list[IncidentDraft]:
         ports=found.ports,
         job_id=found.job_id,
         starts_at=parse_time(data.get("created_at"), "event.data.created_at"),
-        ends_at=parse_time(event.get("occurred_at"), "event.occurred_at") if resolved else None,
+        ends_at=occurred_at if resolved else None,
         labels={k: v for k, v in labels.items() if v},
         state="resolved" if resolved else "open",
         bundle_refs=found.bundle_refs,

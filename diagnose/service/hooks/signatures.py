@@ -29,7 +29,8 @@ Formats (public documentation):
 Freshness (replay defence):
 
 * Generic: ``|now - timestamp| > max_request_age_s`` is stale (the sender signs the send time).
-* PagerDuty signs only the body; its ``event.occurred_at`` is the time of the *event*, and PagerDuty retries a failed
+* PagerDuty signs only the body; its ``event.occurred_at`` (required: a signed body without it is a 422) is the
+  time of the *event*, and PagerDuty retries a failed
   delivery up to 4 times with exponential backoff "over the course of about 20 minutes"
   (https://developer.pagerduty.com/docs/webhooks-behavior, source: github.com/PagerDuty/developer-docs,
   docs/webhooks/02-Behavior.md, "Retries"). Rejecting at 300 s would turn every retry after
@@ -131,13 +132,16 @@ def verify_pagerduty(settings: Settings, body: bytes, headers: Mapping[str, str]
 
 
 def _check_pagerduty_age(settings: Settings, body: bytes, now: float) -> None:
+    """Stale or future events are refused (401). A correctly signed body in which no ``event.occurred_at`` can be
+    read is authentic but malformed: it passes here and the normalizer refuses it (422, kept as rejected), so
+    PagerDuty is told its payload is wrong rather than its signature, and it is never processed unchecked."""
     try:
         occurred = json.loads(body)["event"]["occurred_at"]
         when = parse_time(occurred, "event.occurred_at")
     except (ValueError, KeyError, TypeError, RecursionError, PayloadError):
-        raise AuthError("cannot check freshness: the signed body has no valid event.occurred_at") from None
+        return
     if when is None:
-        raise AuthError("cannot check freshness: the signed body has no valid event.occurred_at")
+        return
     age = now - when.timestamp()
     limit = settings.max_request_age_s + PAGERDUTY_RETRY_SPAN_S
     if age > limit:
