@@ -655,7 +655,11 @@ class _Manifests:
 
     def is_manifest(self, rel: str) -> bool:
         folder, _, name = rel.rpartition("/")
-        return name == "manifest.json" and self._host(folder) is not None
+        if name != "manifest.json":
+            return False
+        from diagnose.collect import is_manifest  # a host's, the fabric's (no host) or a job's (its hosts' outcomes)
+
+        return self._host(folder) is not None or is_manifest(self.root / folder)
 
     def host_of(self, rel: str) -> str | None:
         parts = rel.split("/")[:-1]

@@ -14,6 +14,13 @@ decides): never all variables, so no secret is collected.
 Every bundle holds ``manifest.json``: the host, the time, the collector's version, and per command its argv, exit
 code, duration, output file and status (``ok``, ``failed``, ``timeout``, ``missing``, ``skipped``). ``triage`` reads
 the manifest for the host's name (no guessing from folder names) and leaves it out of the evidence.
+
+A collector may run once per item the host shows (``each``): ``mlnx_qos -i``/``ethtool -S`` per RDMA netdev
+(``ibdev2netdev``'s, else ``/sys/class/infiniband/*/device/net``), each output after a ``$ <command>`` echo line the
+parsers read the interface from. ``optional`` collectors run only when asked (``dcgmi diag -r 1`` with ``--dcgm``).
+With ``out=None`` nothing is written: the files stay in :attr:`Result.files` (``collect --out -`` streams them, see
+:mod:`diagnose.collect.stream`), which is how a job's hosts are collected (:mod:`diagnose.collect.fanout`) and the
+fabric once (:mod:`diagnose.collect.fabric`).
 """
 
 from __future__ import annotations
@@ -24,14 +31,17 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 MANIFEST = "manifest.json"
 MANIFEST_KIND = "diagnose-collect"
+JOB_MANIFEST_KIND = "diagnose-collect-job"  # the top of a job's bundle: its hosts' outcomes, no host of its own
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,9 @@ class Collector:
     root: bool = False  # says more as root (lspci's capabilities, dmesg on restricted kernels)
     twice: bool = False  # a counter read: run twice, the interval apart, a `date` line before each
     keep: str | None = None  # a regex: only the output lines it matches are kept (dmesg: what the parsers read)
+    each: str | None = None  # "netdev" / "roce_netdev" / "job_port": run once per item, "{item}" in argv replaced
+    optional: str | None = None  # run only when this option is given ("dcgm")
+    outdir: bool = False  # writes files into "{dir}" (ibdiagnet -o), which are kept under out/<out>/
 
 
 _DMESG_KEEP = (r"mlx5|mlx4|ib_|infiniband|NVRM|Xid|nvidia|peermem|nv_peer_mem|pcieport|AER|PCIe Bus Error|DMAR|IOMMU"
@@ -76,17 +89,44 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector("nvidia_smi_topo", ("nvidia-smi", "topo", "-m"), "nvidia-smi-topo.out",
               ("host.topology_misdetect", "host.numa_affinity", "host.gdr_unavailable")),
     Collector("nvidia_smi_nvlink", ("nvidia-smi", "nvlink", "-s"), "nvidia-smi-nvlink.out", ("gpu.nvlink_degraded",)),
+    Collector("nvidia_smi_nvlink_errors", ("nvidia-smi", "nvlink", "-e"), "nvidia-smi-nvlink-errors.out",
+              ("gpu.nvlink_degraded",), twice=True),
     Collector("fabricmanager", ("systemctl", "status", "nvidia-fabricmanager", "--no-pager", "-l"),
               "fabricmanager-status.out", ("gpu.fabric_manager",)),
     Collector("ofed_info", ("ofed_info", "-s"), "ofed_info.out", ("host.nic_driver_firmware",
                                                                    "nccl.version_mismatch")),
     Collector("ucx_info", ("ucx_info", "-v"), "ucx_info.out", ("nccl.version_mismatch",)),
+    # per RDMA netdev (after ibdev2netdev and ibstat above, which name them and their link layer)
+    Collector("rdma_statistic", ("rdma", "statistic", "show"), "rdma-statistic.out", ("roce.pfc_ecn",), twice=True),
+    Collector("mlnx_qos", ("mlnx_qos", "-i", "{item}"), "mlnx_qos.out", ("roce.pfc_ecn", "fabric.qos_misconfig"),
+              each="roce_netdev"),
+    Collector("ethtool_stats", ("ethtool", "-S", "{item}"), "ethtool-S.out", ("roce.pfc_ecn", "fabric.qos_misconfig",
+                                                                              "link.bad_cable"),
+              each="netdev", twice=True),
+    Collector("dcgmi_diag", ("dcgmi", "diag", "-r", "1"), "dcgmi-diag.out", ("gpu.xid_error", "gpu.nvlink_degraded",
+                                                                             "host.pcie_degraded"),
+              timeout_s=180, optional="dcgm"),
 )
 
-# words no collector's command may hold: loading or unloading modules, resetting or reconfiguring devices and
-# ports, writing firmware or fabric state, killing processes
-DENY = re.compile(r"\b(?:modprobe|rmmod|insmod|reset|--reset|-r\b|mlxconfig\s+.*\bs(?:et)?\b|ibportstate|set|"
-                  r"reboot|kill|write|flint|mstfwreset|ip\s+link\s+set|ethtool\s+-[sKGA]|echo|tee|dd)\b")
+# what no collector's command may hold: loading or unloading modules, resetting or reconfiguring devices, ports,
+# GPUs or QoS, writing firmware or fabric state, clearing counters (perfquery -r/-R, ibqueryerrors -k/-K, ibdiagnet
+# --pc), stress tests (dcgmi diag levels past 1), restarting services, killing processes, writing files by shell
+DENY = re.compile(
+    r"\b(?:modprobe|rmmod|insmod|reboot|shutdown|kill|pkill|killall|flint|mstflint|mstfwreset|mlxfwreset|mlxreg"
+    r"|ibportstate|smpset|ibsetup|opensm|echo|tee|dd|write|set)\b"
+    r"|(?:^|\s)--?reset\b|\breset\b|[>|]"
+    r"|\bmlxconfig\b.*\s(?:s|set|reset|r)\b"
+    r"|\bperfquery\b.*\s-(?:[a-zA-Z]*[rR]\b|-reset)"
+    r"|\bibqueryerrors\b.*\s(?:-[a-zA-Z]*[kK]\b|--clear)"
+    r"|\bibdiagnet\b.*\s(?:--?pc\b|--ber_test\b|--reset|--load_db\b|--sc\b)"
+    r"|\bnvidia-smi\s+(?:-(?:r|pm|e|c|ac|rac|pl|lgc|rgc|lmc|rmc|am|caa|mig|cc|dm|dog|acp)\b|--(?:gpu-reset|persistence"
+    r"|ecc-config|compute-mode|applications-clocks|power-limit|lock|reset|auto-boost))"
+    r"|\bnvidia-smi\b.*\bnvlink\b.*\s(?:-r|--resetcounters|-sc|--setcontrol)\b"
+    r"|\bdcgmi\b.*\s-r\s*[2-4]\b|\bdcgmi\s+(?:config|policy)\b"
+    r"|\bethtool\s+-[sKGACLEfrWXNUp]\b|\bethtool\s+--(?:change|set|reset|flash|config|identify)"
+    r"|\bmlnx_qos\b.*\s(?:-[psrfd]\b|--(?:trust|pfc|dscp2prio|prio_tc|prio2buffer|tsa|tcbw|ratelimit|cable_len"
+    r"|buffer_size|dcbx))"
+    r"|\bsystemctl\b(?!.*\bstatus\b)|\bip\s+(?:link|addr|route)\s+(?:set|add|del|change|replace)\b")
 
 
 @dataclass
@@ -100,11 +140,16 @@ class Step:
     note: str | None = None
 
 
+_SEVERITY = {"ok": 0, "failed": 1, "timeout": 2}
+
+
 @dataclass
 class Result:
-    out: Path
+    out: Path | None
     host: str
     steps: list[Step] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # with out=None: the bundle's files, manifest included
+    manifest: dict[str, object] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         c: dict[str, int] = {}
@@ -129,10 +174,10 @@ def _now() -> str:
     return datetime.now(timezone.utc).astimezone().strftime("%a %b %d %H:%M:%S %Z %Y")
 
 
-def _run(c: Collector, timeout_s: float) -> tuple[str, int | None, str, str | None]:
+def _run(argv: Sequence[str], keep: str | None, timeout_s: float) -> tuple[str, int | None, str, str | None]:
     """(output, exit code, status, note) of one command; never raises."""
     try:
-        p = subprocess.run(list(c.argv), capture_output=True, text=True, errors="replace", timeout=timeout_s,
+        p = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", timeout=timeout_s,
                            stdin=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired as exc:
         partial = exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode(errors="replace")
@@ -140,27 +185,95 @@ def _run(c: Collector, timeout_s: float) -> tuple[str, int | None, str, str | No
     except OSError as exc:
         return "", None, "failed", str(exc)
     text = p.stdout + (p.stderr if p.returncode else "")
-    if c.keep:
-        rx = re.compile(c.keep)
+    if keep:
+        rx = re.compile(keep)
         text = "".join(ln for ln in text.splitlines(keepends=True) if rx.search(ln))
     return text, p.returncode, "ok" if p.returncode == 0 else "failed", None
 
 
-def collect(out: Path, *, interval_s: float = 30.0, deadline_s: float = 300.0, pid: int | None = None,
+_IBDEV2NETDEV = re.compile(r"^(?P<dev>\S+) port (?P<port>\d+) ==> (?P<netdev>\S+)", re.MULTILINE)
+_NETDEV = re.compile(r"^[A-Za-z0-9][\w.\-@:]{0,30}$")  # what may go into an argv as an interface name
+
+
+def _netdevs(files: dict[str, str], sysfs: Path = Path("/sys/class/infiniband")) -> list[tuple[str, int, str]]:
+    """(device, port, netdev) of this host's RDMA netdevs: ibdev2netdev's lines, else sysfs's device/net links."""
+    found = [(m["dev"], int(m["port"]), m["netdev"]) for m in _IBDEV2NETDEV.finditer(files.get("ibdev2netdev.out", ""))]
+    if not found:
+        try:
+            for dev in sorted(sysfs.iterdir()):
+                net = dev / "device" / "net"
+                for nd in sorted(net.iterdir()) if net.is_dir() else ():
+                    port = (nd / "dev_port").read_text().strip() if (nd / "dev_port").is_file() else "0"
+                    found.append((dev.name, int(port) + 1 if port.isdigit() else 1, nd.name))
+        except OSError:
+            pass
+    return [f for f in dict.fromkeys(found) if _NETDEV.match(f[2])]
+
+
+def _roce(files: dict[str, str]) -> set[tuple[str, int]]:
+    """(device, port) pairs whose link layer ibstat shows as Ethernet (RoCE); empty when ibstat said nothing."""
+    from diagnose.parsers import ibstat
+    from diagnose.parsers._ib import IbPort
+
+    text = files.get("ibstat.out", "")
+    ports = [r for r in ibstat.parse(text, "ibstat.out").records if isinstance(r, IbPort)] if text else []
+    return {(r.device, r.port) for r in ports if (r.link_layer or "").lower() == "ethernet"}
+
+
+def _items(c: Collector, files: dict[str, str], items: dict[str, list[str]]) -> list[str]:
+    """What a per-item collector runs on: this host's RDMA netdevs (RoCE ones for ``roce_netdev`` when ibstat names
+    link layers), or the given items (the fabric's job ports)."""
+    if c.each in items:
+        return items[c.each]
+    if c.each not in ("netdev", "roce_netdev"):
+        return []
+    devs = _netdevs(files)
+    if c.each == "roce_netdev" and "ibstat.out" in files:
+        roce = _roce(files)
+        devs = [d for d in devs if (d[0], d[1]) in roce]
+    return [d[2] for d in devs]
+
+
+def _argv(template: Sequence[str], item: str | None, tmp: str | None) -> list[str]:
+    """A command of the table with its item (an argv element ``{item}`` becomes the item's words) and folder."""
+    out: list[str] = []
+    for a in template:
+        if a == "{item}":
+            out.extend((item or "").split())
+        else:
+            out.append(a.replace("{dir}", tmp or ""))
+    return out
+
+
+def collect(out: Path | None, *, interval_s: float = 30.0, deadline_s: float = 300.0, pid: int | None = None,
             env_file: Path | None = None, collectors: Sequence[Collector] = COLLECTORS,
-            host: str | None = None, progress: Callable[[str], None] | None = None) -> Result:
-    """Run the collectors into ``out`` (created; nothing is written outside it) and write its manifest."""
+            host: str | None = None, progress: Callable[[str], None] | None = None,
+            options: frozenset[str] = frozenset(), items: dict[str, list[str]] | None = None,
+            scope: str = "host", extra: dict[str, object] | None = None) -> Result:
+    """Run the collectors into ``out`` (created; nothing is written outside it) and write its manifest; with
+    ``out=None`` into :attr:`Result.files` only. ``options`` turns on optional collectors (``"dcgm"``,
+    ``"ibdiagnet"``); ``items`` gives the per-item collectors their items (else this host's netdevs)."""
     from diagnose import __version__
 
     host = host or socket.gethostname().split(".")[0]
-    out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     res = Result(out, host)
     started = time.monotonic()
+    items = items or {}
 
     def left() -> float:
         return deadline_s - (time.monotonic() - started)
 
+    def put(name: str, text: str) -> None:
+        res.files[name] = text
+        if out is not None:
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            (out / name).write_text(text, encoding="utf-8")
+
     for c in collectors:
+        if c.optional and c.optional not in options:
+            continue
         if progress:
             progress(c.name)
         if shutil.which(c.argv[0]) is None:
@@ -169,18 +282,36 @@ def collect(out: Path, *, interval_s: float = 30.0, deadline_s: float = 300.0, p
         if left() <= 0:
             res.steps.append(Step(c.name, list(c.argv), None, "skipped", note=f"the run's {deadline_s:g} s bound"))
             continue
+        each = _items(c, res.files, items) if c.each else [None]
+        if not each:
+            res.steps.append(Step(c.name, list(c.argv), None, "skipped", note=f"no {c.each.replace('_', ' ')} here"))
+            continue
         t0 = time.monotonic()
         parts: list[str] = []
-        status, code, note = "ok", None, None
-        for i in range(2 if c.twice else 1):
-            if i:
-                time.sleep(max(0.0, min(interval_s, left() - c.timeout_s)))
-            text, code, status, note = _run(c, max(0.1, min(c.timeout_s, left())))
-            parts.append((f"{_now()}\n" if c.twice else "") + text)
-            if status != "ok":
-                break
-        (out / c.out).write_text("".join(parts), encoding="utf-8")
-        res.steps.append(Step(c.name, list(c.argv), c.out, status, code, round(time.monotonic() - t0, 3), note))
+        runs: list[tuple[int | None, str, str | None]] = []  # (exit code, status, note) of each command run
+        with tempfile.TemporaryDirectory(prefix="diagnose-collect-") if c.outdir else nullcontext(None) as tmp:
+            for i in range(2 if c.twice else 1):
+                if i:
+                    time.sleep(max(0.0, min(interval_s, left() - c.timeout_s)))
+                if c.twice:
+                    parts.append(f"{_now()}\n")
+                for item in each:
+                    argv = _argv(c.argv, item, tmp)
+                    text, code, status, note = _run(argv, c.keep, max(0.1, min(c.timeout_s, left())))
+                    parts.append((f"$ {' '.join(argv)}\n" if c.each else "") + text)
+                    runs.append((code, status, note if len(each) == 1 or not note else f"{item}: {note}"))
+                    if status == "timeout" or left() <= 0:
+                        break
+                if any(r[1] != "ok" for r in runs):
+                    break  # a counter read that failed or hung is not read again
+            if tmp:
+                _keep_outdir(Path(tmp), c.out, put)
+        if not c.outdir:
+            put(c.out, "".join(parts))
+        worst = max(runs, key=lambda r: _SEVERITY[r[1]])
+        notes = "; ".join(dict.fromkeys(r[2] for r in runs if r[2])) or None
+        argv = [a.replace("{item}", ",".join(x or "" for x in each)) for a in c.argv]
+        res.steps.append(Step(c.name, argv, c.out, worst[1], worst[0], round(time.monotonic() - t0, 3), notes))
     env_text = ""
     if pid is not None:
         try:
@@ -193,13 +324,41 @@ def collect(out: Path, *, interval_s: float = 30.0, deadline_s: float = 300.0, p
         except OSError as exc:
             res.steps.append(Step("env", [str(env_file)], None, "failed", note=str(exc)))
     if env_text:
-        (out / "env.txt").write_text("".join(f"{v}\n" for v in comm_env(env_text)), encoding="utf-8")
+        put("env.txt", "".join(f"{v}\n" for v in comm_env(env_text)))
         res.steps.append(Step("env", ["--pid" if pid is not None else "--env-file"], "env.txt", "ok"))
-    manifest = {"kind": MANIFEST_KIND, "host": host, "collected_at": datetime.now(timezone.utc).isoformat(),
-                "collector_version": __version__, "interval_s": interval_s,
-                "commands": [asdict(s) for s in res.steps]}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    manifest: dict[str, object] = {"kind": MANIFEST_KIND, "scope": scope, "host": host,
+                                   "collected_at": datetime.now(timezone.utc).isoformat(),
+                                   "collector_version": __version__, "interval_s": interval_s}
+    if scope == "host":  # which fabric tools this host has: the fan-out reads the fabric from the first that has them
+        from diagnose.collect.fabric import FABRIC_TOOLS
+
+        manifest["fabric_tools"] = [t for t in FABRIC_TOOLS if shutil.which(t)]
+    if os.environ.get("SLURMD_NODENAME"):  # under srun: the node's name in the job's node list
+        manifest["slurm_node"] = os.environ["SLURMD_NODENAME"]
+    manifest.update(extra or {})
+    manifest["commands"] = [asdict(s) for s in res.steps]
+    res.manifest = manifest
+    put(MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return res
+
+
+_KEEP_CAP = 64 << 20  # bytes of one file an output folder (ibdiagnet's) may hand in
+
+
+def _keep_outdir(tmp: Path, into: str, put: Callable[[str, str], None]) -> None:
+    """The regular files a tool wrote into its own folder, under ``into/`` (a file past the cap is left out)."""
+    for f in sorted(tmp.rglob("*")):
+        if f.is_file() and not f.is_symlink() and f.stat().st_size <= _KEEP_CAP:
+            put(f"{into}/{f.relative_to(tmp).as_posix()}", f.read_text(encoding="utf-8", errors="replace"))
+
+
+def is_manifest(folder: Path) -> bool:
+    """True when ``folder`` holds a manifest this collector wrote (a host's, the fabric's or a job's)."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("kind") in (MANIFEST_KIND, JOB_MANIFEST_KIND)
 
 
 def manifest_host(folder: Path) -> str | None:
@@ -208,5 +367,7 @@ def manifest_host(folder: Path) -> str | None:
         data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    host = data.get("host") if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND else None
+    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND or data.get("scope", "host") != "host":
+        return None  # the fabric's outputs are the whole fabric's, not the host they were read from
+    host = data.get("host")
     return host if isinstance(host, str) and host.strip() else None

@@ -227,36 +227,118 @@ def _width(tty: bool) -> int:
     return cols if 40 <= cols <= 1000 else 100
 
 
+class Via(str, Enum):
+    clush = "clush"
+    pdsh = "pdsh"
+    ssh = "ssh"
+
+
 @app.command()
 def collect(
     out: Annotated[Path, typer.Option("--out", "-o", help="The bundle folder to write (created; nothing is written"
-                                                         " outside it).")],
+                                                         " outside it); '-': print the bundle as text on stdout.")],
     interval: Annotated[float, typer.Option(help="Seconds between the two counter reads.")] = 30.0,
-    timeout: Annotated[float, typer.Option(help="Bound of the whole run, in seconds.")] = 300.0,
+    timeout: Annotated[float, typer.Option(help="Bound of the run on each host, in seconds.")] = 300.0,
     pid: Annotated[int | None, typer.Option(help="A process of the job: its NCCL_/UCX_/CUDA_/FI_ variables.")] = None,
-    env_file: Annotated[Path | None, typer.Option(help="A file of the job's environment (NAME=value lines).")] = None,
+    env_file: Annotated[Path | None, typer.Option(help="A file of the job's environment (NAME=value lines); with"
+                                                       " --slurm-job/--hosts a path each host reads.")] = None,
+    slurm_job: Annotated[str | None, typer.Option(help="Collect on each node of this running job (srun --overlap).")]
+    = None,
+    hosts: Annotated[str | None, typer.Option(help="Collect on these hosts ('gpu-a[001-016]') through clush, pdsh or"
+                                                   " ssh.")] = None,
+    via: Annotated[Via | None, typer.Option(help="How --hosts are reached (default: the first on PATH).")] = None,
+    fanout: Annotated[int, typer.Option(help="Hosts collecting at once.")] = 32,
+    deadline: Annotated[float, typer.Option(help="Bound of the whole fan-out, fabric included, in seconds.")] = 1800.0,
+    fabric_from: Annotated[str | None, typer.Option(help="The host that reads the fabric once (default: the first"
+                                                         " with ibnetdiscover; 'local': this one).")] = None,
+    no_fabric: Annotated[bool, typer.Option("--no-fabric", help="Do not read the fabric.")] = False,
+    fabric: Annotated[bool, typer.Option("--fabric", help="Read only the fabric, from this host.")] = False,
+    ports: Annotated[str | None, typer.Option(help="LID/port pairs for smpquery sl2vl/vlarb with --fabric (default:"
+                                                   " this host's).")] = None,
+    ibdiagnet: Annotated[bool, typer.Option("--ibdiagnet", help="Also run ibdiagnet (read-only) on the fabric.")]
+    = False,
+    dcgm: Annotated[bool, typer.Option("--dcgm", help="Also run dcgmi diag -r 1.")] = False,
+    remote_diagnose: Annotated[str, typer.Option(help="How diagnose is run on the hosts.")] = "diagnose",
 ) -> None:
-    """Gather this host's evidence, read-only: the commands the rules ask for, each with a timeout, into a bundle
-    with a manifest. Then: diagnose triage OUT."""
+    """Gather evidence, read-only: the commands the rules ask for, each with a timeout, into a bundle with a
+    manifest; on this host, on a job's nodes or a host list (a folder per host), and the fabric once.
+    Then: diagnose triage OUT."""
     from diagnose.collect import COLLECTORS
     from diagnose.collect import collect as run
+    from diagnose.collect.fabric import FABRIC, local_ports, parse_ports, port_items
+    from diagnose.collect.fanout import CollectError, Plan, collect_job, hosts_of, pick_via, slurm_nodes
 
-    if interval < 0 or timeout <= 0:
-        _fail("--interval must be 0 or more and --timeout more than 0")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        _fail(f"{out} exists and is not an empty folder")
+    if interval < 0 or timeout <= 0 or deadline <= 0 or fanout < 1:
+        _fail("--interval must be 0 or more, --timeout and --deadline more than 0, --fanout at least 1")
+    stream = str(out) == "-"
+    fan = slurm_job is not None or hosts is not None
+    if slurm_job is not None and hosts is not None:
+        _fail("give --slurm-job or --hosts, not both")
     if pid is not None and env_file is not None:
         _fail("give --pid or --env-file, not both")
+    if fan and (pid is not None or fabric or stream):
+        _fail("--pid, --fabric and --out - are for one host; with --slurm-job/--hosts use --env-file")
+    if not stream and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        _fail(f"{out} exists and is not an empty folder")
+    options = frozenset(o for o, on in (("dcgm", dcgm), ("ibdiagnet", ibdiagnet)) if on)
+    if fan:
+        try:
+            targets = slurm_nodes(slurm_job) if slurm_job is not None else hosts_of(hosts or "")
+            plan = Plan(via="srun" if slurm_job is not None else pick_via(via.value if via else None), job=slurm_job,
+                        remote=tuple(remote_diagnose.split()) or ("diagnose",), interval_s=interval,
+                        host_timeout_s=timeout, deadline_s=deadline, fanout=fanout,
+                        env_file=str(env_file) if env_file else None, options=options)
+        except CollectError as exc:
+            _fail(str(exc))
+            return
+        err.print(Text(f"collecting on {len(targets)} hosts through {plan.via}, {fanout} at once"), soft_wrap=True)
+        job = collect_job(out, targets, plan, fabric_from=None if no_fabric else (fabric_from or "auto"),
+                          progress=lambda r: err.print(Text(f"{r.host}: {r.status}" + (f" ({r.note})" if r.note else "")),
+                                                       soft_wrap=True, highlight=False))
+        t = Table(title=f"Collected from {len(targets)} hosts into {out}")
+        for col in ("host", "status", "commands", "note"):
+            t.add_column(col)
+        for r in [*job.hosts, *([job.fabric] if job.fabric else [])]:
+            what = ", ".join(f"{n} {k}" for k, n in sorted(r.commands.items()))
+            name = r.host if r is not job.fabric else f"fabric (on {r.host})"
+            t.add_row(Text(name), Text(r.status), Text(what or "-"), Text(r.note or ""))
+        err.print(t)
+        c = job.counts()
+        err.print(Text(", ".join(f"{n} {k}" for k, n in sorted(c.items())) + f"; next: diagnose triage {out}"),
+                  soft_wrap=True)
+        if not c.get("ok"):
+            _fail("no host answered", code=1)
+        return
+    collectors = COLLECTORS
+    kw: dict[str, object] = {}
+    if fabric:
+        try:
+            port_list = parse_ports(ports) if ports else local_ports()
+        except ValueError as exc:
+            _fail(str(exc))
+            return
+        collectors, kw = FABRIC, {"items": {"job_port": port_items(port_list)}, "scope": "fabric"}
+    elif ports:
+        _fail("--ports goes with --fabric")
+    if stream:
+        from diagnose.collect.stream import write
+
+        res = run(None, interval_s=interval, deadline_s=timeout, pid=pid, env_file=env_file, collectors=collectors,
+                  options=options, **kw)  # type: ignore[arg-type]
+        write(res.files, res.host, sys.stdout)
+        return
     if sys.stderr.isatty():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         with Progress(TextColumn("collecting"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                       console=err, transient=True) as prog:
-            task = prog.add_task("", total=len(COLLECTORS))
-            res = run(out, interval_s=interval, deadline_s=timeout, pid=pid, env_file=env_file,
-                      progress=lambda name: prog.update(task, advance=1, description=name))
+            task = prog.add_task("", total=len(collectors))
+            res = run(out, interval_s=interval, deadline_s=timeout, pid=pid, env_file=env_file, collectors=collectors,
+                      options=options, progress=lambda name: prog.update(task, advance=1, description=name),
+                      **kw)  # type: ignore[arg-type]
     else:
-        res = run(out, interval_s=interval, deadline_s=timeout, pid=pid, env_file=env_file)
+        res = run(out, interval_s=interval, deadline_s=timeout, pid=pid, env_file=env_file, collectors=collectors,
+                  options=options, **kw)  # type: ignore[arg-type]
     c = res.counts()
     t = Table(title=f"Collected on {res.host} into {out}")
     for col in ("command", "status", "file", "note"):
