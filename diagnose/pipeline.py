@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import threading
@@ -18,6 +19,8 @@ from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped
 from diagnose.bundle.normalize import clean_pasted
 from diagnose.bundle.session import segments
 from diagnose.bundle.sniff import HEAD_CHARS as SNIFF_HEAD_CHARS
+from diagnose.bundle.sniff import Sniffed
+from diagnose.bundle.timelimit import TimeLimit, call_limited
 from diagnose.catalog.loader import Catalog, load_catalog
 from diagnose.engine import infer
 from diagnose.evidence.context import Context, finding
@@ -158,10 +161,44 @@ def _sniff(bf: BundleFile) -> Any:
     return bf.sniffed
 
 
+def _sniff_limited(bf: BundleFile, limits: LoadLimits) -> Any:
+    """:func:`_sniff` within ``limits.max_file_seconds``; stopped, the file is marked so that it is not parsed."""
+    try:
+        return call_limited(limits.max_file_seconds, _sniff, bf)
+    except TimeLimit:
+        log.warning("file_time_limit", file=bf.path, seconds=limits.max_file_seconds, stage="sniff")
+        bf.sniffed = Sniffed((), {}, stopped=limits.max_file_seconds)
+        return bf.sniffed
+
+
+def time_limit_note(seconds: float) -> str:
+    """The problem of a file whose sniffing and parsing ran past the per-file time limit."""
+    return (f"sniffing and parsing stopped at the per-file time limit ({seconds:g} s, --max-file-seconds):"
+            " nothing of this file was used")
+
+
 def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None,
                 mapped: bool = False) -> None:
-    """``bf`` parsed into ``ev``. ``mapped``: bulk dumps are mapped, not read (see :func:`read_whole`: the child
-    only)."""
+    """``bf`` parsed into ``ev``, within ``limits.max_file_seconds`` of wall time (in whichever process parses it:
+    this one, the forked child or the pool's worker, each enforcing it on its own parse). Past the limit, what the
+    file gave so far is dropped and the file is listed with the limit (a ``file_problem``). ``mapped``: bulk dumps
+    are mapped, not read (see :func:`read_whole`: the child only)."""
+    records, files, formats = len(ev.records), len(ev.files), set(ev.formats)
+    try:
+        call_limited(limits.max_file_seconds, _parse_file_now, bf, ev, limits, progress, mapped)
+    except TimeLimit:
+        del ev.records[records:]
+        del ev.files[files:]
+        ev.formats.intersection_update(formats)
+        log.warning("file_time_limit", file=bf.path, seconds=limits.max_file_seconds, stage="parse")
+        sn = bf.sniffed
+        fmt = "+".join(sn.formats) if sn is not None and sn.formats else "unknown"
+        ev.files.append(FileEntry(path=bf.path, format=fmt, records=0, problem="; ".join(
+            [*dict.fromkeys(bf.problems), time_limit_note(limits.max_file_seconds)])))
+
+
+def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None,
+                    mapped: bool = False) -> None:
     if bf.text is None:
         if _parse_binary(bf, ev):
             return
@@ -178,6 +215,8 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
         if _parse_session(bf, ev):
             return
     sn = _sniff(bf)
+    if sn.stopped is not None:  # sniffing it already ran past the limit (see _sniff_limited)
+        raise TimeLimit(sn.stopped)
     if not sn.formats:
         # no parser claims it: its known messages still count (a pasted fragment, a tool nothing reads yet)
         hits = _settled(scan(bf.text, bf.path, bf.host_hint) if bf.stream is None else _scan_large(bf, limits), [])
@@ -348,8 +387,12 @@ def _take_back(path: str) -> Any:
             pass
 
 
+_SPILLS: dict[str, int] = {}  # the spill folders not yet removed, and the process that made each
+
+
 class _SpillDir:
-    """A temporary folder for second-process results, made on first use and removed with all it holds."""
+    """A temporary folder for second-process results, made on first use and removed with all it holds (also when
+    the process leaves without closing it: at exit, and on SIGTERM during :func:`gather`, see :class:`_Terminated`)."""
 
     def __init__(self) -> None:
         self.path: str | None = None
@@ -362,6 +405,7 @@ class _SpillDir:
                 self.path = tempfile.mkdtemp(prefix="diagnose-parts-")
             except OSError:
                 return None
+            _SPILLS[self.path] = os.getpid()
         return self.path
 
     def close(self) -> None:
@@ -369,7 +413,47 @@ class _SpillDir:
             import shutil
 
             shutil.rmtree(self.path, ignore_errors=True)
+            _SPILLS.pop(self.path, None)
             self.path = None
+
+
+def _remove_spills() -> None:
+    """At exit: the spill folders this process made and did not remove (a forked child's copy of the list is its
+    parent's: not removed there)."""
+    import shutil
+
+    for path, pid in list(_SPILLS.items()):
+        if pid == os.getpid():
+            shutil.rmtree(path, ignore_errors=True)
+            _SPILLS.pop(path, None)
+
+
+atexit.register(_remove_spills)
+
+
+class _Terminated:
+    """While :func:`gather` runs in a process's main thread that left SIGTERM to its default (the CLI), SIGTERM
+    leaves as ``SystemExit(143)`` instead of ending the process where it stands: the forked child is stopped and
+    the spill folder removed on the way out, as on an error. A process that handles SIGTERM itself (the service)
+    keeps its handler."""
+
+    def __enter__(self) -> None:
+        import signal
+
+        self.previous = None
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self.previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _sends_columns(mod: ModuleType) -> bool:
@@ -405,7 +489,7 @@ def _offloadable(files: list[BundleFile], limits: LoadLimits, pool: bool = False
     for i, bf in enumerate(files):
         if bf.stream is None or bf.text is None:
             continue
-        sn = _sniff(bf)
+        sn = _sniff_limited(bf, limits)
         if sn.formats and all(_sends_columns(parsers.by_format(f)) for f in sn.formats):
             picked.add(i)
             total += bf.stream.size
@@ -649,13 +733,15 @@ def gather(
     # full collection on the way walks all of them again (0.3-0.4 s at 4,096 hosts, a forked child's parse
     # included, as it inherits the pause). The collector is paused until they are frozen (_findings) and
     # resumes, if it ran (see diagnose.gcpause: pauses on other threads overlap), for the extractors.
-    pause = Pause()
-    try:
-        return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill, pause)
-    finally:
-        spill.close()
-        gc.unfreeze()  # what _gather froze goes back to the collector
-        pause.release()
+    with _Terminated():
+        pause = Pause()
+        try:
+            return _gather(paths, symptom, symptom_source, limits or LoadLimits(), progress, keep_records, spill,
+                           pause)
+        finally:
+            spill.close()
+            gc.unfreeze()  # what _gather froze goes back to the collector
+            pause.release()
 
 
 def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, symptom_source: str, limits: LoadLimits,

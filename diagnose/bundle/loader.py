@@ -56,6 +56,9 @@ class LoadLimits:
     pool_min_bytes: int = 96 * 1024 * 1024
     # counter and topology rows from which the fabric extractors run in a forked second process (0: never)
     fabric_lane_min_rows: int = 40_000
+    # wall time for sniffing and parsing one file (0: no limit): past it the file's records are dropped and it is
+    # listed with the limit it hit, the rest of the bundle still diagnosed (see diagnose.bundle.timelimit)
+    max_file_seconds: float = 60.0
 
 
 @dataclass
@@ -90,6 +93,7 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
     skipping = False
     cut = 0
     clipped = 0
+    nuls = 0
     try:
         with opener(src.path, "rb") as fh:  # type: ignore[operator]
             while True:
@@ -117,18 +121,22 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
                     carry = data[last + 1:]
                     if len(carry) > limits.max_line_chars:
                         carry, skipping, cut = carry[: limits.max_line_chars] + b"\n", True, cut + 1
-                text, n = _decode_clipped(memoryview(data)[: last + 1], limits)  # (a view: no copy of the chunk)
+                text, n, z = _decode_clipped(memoryview(data)[: last + 1], limits)  # (a view: no copy of the chunk)
                 clipped += n
+                nuls += z
                 yield line_no, text
                 line_no += text.count("\n")
     except (OSError, EOFError, zlib.error) as exc:  # truncated or corrupt (a flipped byte in a gzip member)
         problems.append(f"read stopped early: {exc}")
     if carry:
-        text, n = _decode_clipped(carry, limits)
+        text, n, z = _decode_clipped(carry, limits)
         clipped += n
+        nuls += z
         yield line_no, text
     if clipped:  # lines longer than the limit inside a chunk, clipped as in a file read whole
         problems.append(_clipped_note(clipped, limits))
+    if nuls:
+        problems.append(_nul_note(nuls))
     if cut:
         problems.append(f"{cut} line(s) longer than {limits.max_line_chars} characters were cut")
 
@@ -267,12 +275,26 @@ def _fold_sysfs(files: list[BundleFile]) -> list[BundleFile]:
 _TEXTISH = bytes(range(32, 127)) + b"\n\r\t\b\f\x1b" + bytes(range(128, 256))
 
 
+_NUL_RUN = re.compile(rb"\x00{2,}")
+
+
 def _looks_binary(sample: bytes) -> bool:
+    """Whether the first 8 KiB of a file are a binary format's, by the share of their control bytes (over 30%), a
+    pickle's opening bytes, or NULs in what is not clean text: a text log with a few NULs (a run of them where a
+    crash left blocks unwritten counts once) is text, whose NULs :func:`_decode_clipped` removes; random or
+    compressed bytes (one NUL in 256, a tenth of control bytes, mostly invalid UTF-8) are not."""
     if not sample:
         return False
     chunk = sample[:8192]
-    if b"\x00" in chunk:
+    if len(chunk) >= 2 and chunk[0] == 0x80 and 2 <= chunk[1] <= 5:  # a pickle (a flight-recorder dump)
         return True
+    if b"\x00" in chunk:
+        chunk = _NUL_RUN.sub(b"\x00", chunk)
+        nontext = len(chunk.translate(None, _TEXTISH))
+        if nontext / len(chunk) > 0.02:
+            return True
+        undecodable = str(chunk, "utf-8", errors="replace").count("\ufffd")
+        return undecodable / len(chunk) > 0.02
     nontext = len(chunk.translate(None, _TEXTISH))
     return nontext / max(1, len(chunk)) > 0.30
 
@@ -293,20 +315,30 @@ def _longest_line(data: bytes | memoryview) -> int:
 
 
 def _decode(data: bytes | memoryview, limits: LoadLimits, problems: list[str]) -> str:
-    text, clipped = _decode_clipped(data, limits)
+    text, clipped, nuls = _decode_clipped(data, limits)
     if clipped:
         problems.append(_clipped_note(clipped, limits))
+    if nuls:
+        problems.append(_nul_note(nuls))
     return text
+
+
+def _nul_note(nuls: int) -> str:
+    return f"{nuls:,} NUL byte(s) removed: read as text"
 
 
 def _clipped_note(clipped: int, limits: LoadLimits) -> str:
     return f"{clipped} line(s) longer than {limits.max_line_chars} characters were clipped"
 
 
-def _decode_clipped(data: bytes | memoryview, limits: LoadLimits) -> tuple[str, int]:
-    """The text of ``data`` (UTF-8, undecodable bytes replaced; line ends normalised, escape codes removed), every
-    line cut to ``limits.max_line_chars``, and how many lines were cut."""
+def _decode_clipped(data: bytes | memoryview, limits: LoadLimits) -> tuple[str, int, int]:
+    """The text of ``data`` (UTF-8, undecodable bytes replaced; line ends normalised, escape codes and NULs
+    removed), every line cut to ``limits.max_line_chars``, how many lines were cut and how many NULs removed."""
     text = str(data, "utf-8", errors="replace")
+    nuls = 0
+    if "\x00" in text:  # (text with a few NULs: see _looks_binary)
+        nuls = text.count("\x00")
+        text = text.replace("\x00", "")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     escaped = "\x1b" in text  # (an OSC sequence may run over a line end and join two lines: measured whole)
@@ -320,8 +352,8 @@ def _decode_clipped(data: bytes | memoryview, limits: LoadLimits) -> tuple[str, 
                 lines[i] = ln[: limits.max_line_chars]
                 clipped += 1
         if clipped:
-            return "\n".join(lines), clipped
-    return text, 0
+            return "\n".join(lines), clipped, nuls
+    return text, 0, nuls
 
 
 def _gunzip_capped(data: bytes, cap: int) -> tuple[bytes, str | None]:

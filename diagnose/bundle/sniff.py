@@ -37,6 +37,7 @@ _NAME_HINTS: dict[str, tuple[str, ...]] = {
 class Sniffed:
     formats: tuple[str, ...]  # primary first; more than one only for mixable line logs
     scores: dict[str, int]
+    stopped: float | None = None  # sniffing was stopped at this time limit, in seconds (the file is not parsed)
 
 
 def _score(mod: object, head: str) -> int:

@@ -167,12 +167,22 @@ def _progress_cb():  # type: ignore[no-untyped-def]
     return prog, cb
 
 
+_MAX_FILE_SECONDS_HELP = "Seconds of sniffing and parsing per file (0: no limit); a file past it is listed, not used."
+
+
+def _seconds_limit(value: float) -> float:
+    if not value >= 0 or value == float("inf"):
+        _fail("--max-file-seconds must be 0 (no limit) or a number of seconds")
+    return value
+
+
 @app.command()
 def triage(
     paths: Annotated[list[str], typer.Argument(help="Bundle folders, .tar.gz/.tgz/.zip archives or single files.")],
     symptom: Annotated[str | None, typer.Option("--symptom", "-s", help="What the user saw (ticket text, alert, error line).")] = None,
     fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text, json or markdown.")] = Fmt.text,
     max_file_size: Annotated[int, typer.Option(help="MiB read per file; larger files are read head and tail.")] = 64,
+    max_file_seconds: Annotated[float, typer.Option(help=_MAX_FILE_SECONDS_HELP)] = 60.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show all evidence lines.")] = False,
     fail_on: Annotated[FailOn | None, typer.Option(
         "--fail-on", help="Exit 3 when a cause at this level is found: confirmed, or inconclusive (confirmed or"
@@ -186,14 +196,15 @@ def triage(
 
     if max_file_size < 1:
         _fail("--max-file-size must be at least 1 MiB")
+    limits = LoadLimits(max_file_bytes=max_file_size << 20, max_file_seconds=_seconds_limit(max_file_seconds))
     cat = _catalog()
     prog, cb = _progress_cb()
     try:
         if prog:
             with prog:
-                d = run(paths, symptom, catalog=cat, limits=LoadLimits(max_file_bytes=max_file_size << 20), progress=cb)
+                d = run(paths, symptom, catalog=cat, limits=limits, progress=cb)
         else:
-            d = run(paths, symptom, catalog=cat, limits=LoadLimits(max_file_bytes=max_file_size << 20))
+            d = run(paths, symptom, catalog=cat, limits=limits)
     except BundleError as exc:
         _fail(str(exc))
         return
@@ -354,12 +365,14 @@ def collect(
 def evidence(
     paths: Annotated[list[str], typer.Argument(help="Bundle folders, archives or files.")],
     fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text or json.")] = Fmt.text,
+    max_file_seconds: Annotated[float, typer.Option(help=_MAX_FILE_SECONDS_HELP)] = 60.0,
 ) -> None:
     """Show what was recognised in each file and the findings extracted from it."""
     from diagnose.pipeline import gather
 
+    limits = LoadLimits(max_file_seconds=_seconds_limit(max_file_seconds))
     try:
-        ev = gather(paths)
+        ev = gather(paths, limits=limits)
     except BundleError as exc:
         _fail(str(exc))
         return
