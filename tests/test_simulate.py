@@ -47,6 +47,7 @@ EXPECTED_FORMAT = {
     "sminfo.txt": "sminfo",
     "dgxa100-topo.xml": "nccl_topo_xml",
     "opensm.conf": "opensm_conf",
+    "dump_lfts.txt": "ibroute",
     "partitions.conf": "opensm_partitions",
     "smpquery_pkeys.txt": "smpquery_pkeys",
     "iblinkinfo.txt": "iblinkinfo",
@@ -528,6 +529,7 @@ VARIANT_FILES = {
                                                            "nccl-tests/all_reduce_perf_4n.txt"},
     ("fabric.pkey_mismatch", "partitions_conf"): {"spine-01/partitions.conf", "fabric/smpquery_pkeys.txt"},
     ("link.degraded", "uplink"): {"fabric/iblinkinfo.txt"},
+    ("fabric.route_imbalance", "lft"): {"spine-01/dump_lfts.txt"},
 }
 
 
@@ -577,6 +579,22 @@ def test_pkey_variant_leaves_the_host_out_of_the_partition(tmp_path):
     guids = {r.member.lower() for r in conf if r.partition == "tenant-a"}
     assert not {n.guid for n in tree.hcas("gpu-a003")} & guids
     assert {n.guid for n in tree.hcas("gpu-a002")} <= guids
+
+
+def test_lft_variant_routes_half_the_remote_hosts_through_the_hot_uplink(tmp_path):
+    root = simulate(tmp_path / "r", **SMALL, faults=[Fault("fabric.route_imbalance", variant="lft")], seed=3)
+    hot_port = _truth(root)["faults"][0]["ports"][0]
+    loc = {"device": hot_port["switch"], "port": hot_port["port"]}
+    rows = [r for r in _parse_session(root, "spine-01/dump_lfts.txt")["ibroute"] if r.dest_kind == "CA"]
+    tree = build_fat_tree(8, hosts_per_leaf=4, seed=3)
+    local = {lk.lower.node for lk in tree.links if lk.kind == "hca-leaf" and lk.upper.node == loc["device"]}
+    remote = [r for r in rows if r.out_port not in {lk.upper.port for lk in tree.links if lk.lower.node in local}]
+    hot = [r for r in remote if r.out_port == loc["port"]]
+    assert len(rows) == len(tree.hcas()) and 2 * len(hot) >= len(remote) > 0
+    diag = triage([root], catalog=CATALOG)
+    assert (diag.causes[0].id, diag.causes[0].verdict) == ("fabric.route_imbalance", "confirmed")
+    assert (diag.causes[0].location.device, diag.causes[0].location.port) == (loc["device"], loc["port"])
+    assert "lft_uplink_imbalance" in {e.finding for e in diag.causes[0].evidence}
 
 
 def test_degraded_uplink_has_iblinkinfos_hint_on_both_ends(tmp_path):

@@ -13,7 +13,7 @@ with the shell prompt line of the command that made it.
 from __future__ import annotations
 
 from diagnose.simulate.scenario import Scenario
-from diagnose.simulate.topology import End
+from diagnose.simulate.topology import End, Node
 
 SPEED_TEXT = {"NDR": "106.25 Gbps", "HDR": "53.125 Gbps"}
 DOWN_PORT = '==(                Down/ Polling)==>             [  ] "" ( )'
@@ -137,3 +137,18 @@ def iblinkinfo(sc: Scenario, prompt: str) -> str:
         lines.append(f"Switch: {sw.guid} {sw.description}:")
         lines += [f"      {port_text(sw.name, p)}" for p in range(1, sw.nports + 1)]
     return "\n".join(lines) + "\n"
+
+
+def dump_lfts(prompt: str, switch: Node, rows: list[tuple[int, int, Node]]) -> str:
+    """``dump_lfts.sh`` of one switch as rdma-core's ``dump_fts.c`` prints it (tests/data/ibroute/README.md): the
+    header with the LID range, the two column-header lines, one ``0x%04x %03u : (<type> portguid <guid>: '<desc>')``
+    row per destination LID (its out port), and the ``%d valid lids dumped`` footer."""
+    top = max((lid for lid, _p, _n in rows), default=0)
+    out = [f"{prompt} dump_lfts.sh",
+           f"Unicast lids [0x0-0x{top:x}] of switch Lid {switch.lid} guid {switch.guid} ({switch.description}):",
+           "  Lid  Out   Destination", "       Port     Info "]
+    for lid, port, dest in sorted(rows, key=lambda r: r[0]):
+        kind = "Switch" if dest.kind == "SW" else "Channel Adapter"
+        out.append(f"0x{lid:04x} {port:03d} : ({kind} portguid {dest.guid}: '{dest.description}')")
+    out.append(f"{len(rows)} valid lids dumped ")
+    return "\n".join(out) + "\n"

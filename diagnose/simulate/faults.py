@@ -127,6 +127,8 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "fabric.adaptive_routing_off": ("nccl_env", "sm_static_scaling"),
     # Bad P_Key traps in the SM log | a host missing from partitions.conf and its P_Key tables
     "fabric.pkey_mismatch": ("bad_pkey_traps", "partitions_conf"),
+    # hot uplink counters (XmitWait on one uplink, siblings idle) | the leaf's LFT in dump_lfts.sh, no counters
+    "fabric.route_imbalance": ("counters", "lft"),
     # an HCA cable trained at 2X/HDR | a leaf-spine uplink at 2X with iblinkinfo's 'Could be 4X'
     "link.degraded": ("hca", "uplink"),
     # LinkDowned rising alone | a spine uplink that retrains: LinkDowned with symbol errors and link error recovery

@@ -312,11 +312,48 @@ def _ar_off(sc: Scenario, inj: Injected) -> None:
         f"{e.node}/{e.port}" for e in inj.switch_ports)
 
 
+def _route_imbalance_lft(sc: Scenario, inj: Injected) -> None:
+    """The leaf's forwarding table in ``dump_lfts.sh`` from the SM node: the SM sent half of the leaf's remote host
+    LIDs through the hot uplink and spread the rest over its siblings
+    (fixtures/fabric/route_imbalance/positive-lft-one-uplink-carries-half-the-remote-hosts). The counters agree, as
+    they would: the hot uplink carries the leaf's cross-leaf traffic and its siblings little, but nothing waits long
+    on credits (the load is half the leaf's, not all of it), so only the table says why."""
+    tree = sc.tree
+    hot = inj.switch_ports[0]
+    leaf = tree.nodes[hot.node]
+    ups = [lk.lower.port for lk in tree.leaf_uplinks(leaf.name)]
+    rest = [p for p in ups if p != hot.port] or [hot.port]
+    rows: list[tuple[int, int, object]] = [(leaf.lid, 0, leaf)]
+    spine_port = {lk.upper.node: lk.lower.port for lk in reversed(tree.leaf_uplinks(leaf.name))}
+    others = [n for n in tree.switches() if n.name != leaf.name]
+    for i, sw in enumerate(others):
+        rows.append((sw.lid, spine_port.get(sw.name, ups[i % len(ups)]), sw))
+    local = {lk.lower.node: lk.upper.port for lk in tree.links if lk.kind == "hca-leaf" and lk.upper.node == leaf.name}
+    remote = [n for n in tree.nodes.values() if n.kind == "CA" and n.name not in local]
+    remote.sort(key=lambda n: n.lid)
+    for i, hca in enumerate(remote):
+        port = hot.port if i % 2 == 0 else rest[(i // 2) % len(rest)]
+        rows.append((hca.lid, port, hca))
+    for name, port in local.items():
+        rows.append((tree.nodes[name].lid, port, tree.nodes[name]))
+    sm = sm_node(sc)
+    sc.job.files[f"{sm}/dump_lfts.txt"] = ff.dump_lfts(_prompt(sm), leaf, rows)  # type: ignore[arg-type]
+    rng = _rng(sc, inj)
+    sc.port_util[hot] = rng.uniform(0.6, 0.75)
+    for e in _uplink_siblings(sc, inj):
+        sc.port_util[e] = rng.uniform(0.05, 0.15)
+    sc.job.busbw *= 0.45
+    inj.params["detail"] = (f"{leaf.name}'s LFT routes {len(remote[::2])} of {len(remote)} remote host LIDs via port"
+                            f" {hot.port} ({sm}/dump_lfts.txt)")
+
+
 @signature("fabric.route_imbalance")
 def _route_imbalance(sc: Scenario, inj: Injected) -> None:
     """Static routes that pile the leaf's remote LIDs onto one uplink after a partial re-route
     (fixtures/fabric/route_imbalance): the hot uplink transmits near line rate and waits ~10% of the time,
     its siblings send little, and no error counter moves."""
+    if inj.variant == "lft":
+        return _route_imbalance_lft(sc, inj)
     rng = _rng(sc, inj)
     hot = inj.switch_ports[0]
     u = rng.uniform(0.9, 0.97)
