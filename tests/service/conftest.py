@@ -6,6 +6,7 @@
   ``svc = service(alertmanager_token="t", start_worker=False)`` -> ``svc.base_url``, ``svc.store``,
   ``svc.settings``, ``svc.worker``, ``svc.app``; stopped at the end of the test.
 - ``recorder``: a tiny HTTP server counting the POSTs it receives (a post-back target).
+- ``make``: ``worker, store = make(**settings)``, the worker without HTTP (tests drive ``run_once``).
 
 ``diagnose.service.bench.alertmanager_payload(i, host=..., status=...)`` makes a documented Alertmanager body.
 """
@@ -108,6 +109,30 @@ def store(store_url: str) -> Iterator[Any]:
     s = open_store(store_url)
     yield s
     s.close()
+
+
+# -- the worker without HTTP ---------------------------------------------------------------------------------
+@pytest.fixture
+def make(tmp_path: Path) -> Iterator[Callable[..., tuple[Any, Any]]]:
+    """``worker, store = make(**settings)``: a Worker over a SQLite store in ``tmp_path/data`` (the bundle store
+    ``tmp_path/bundles``), not started; its store is closed at the end of the test."""
+    from diagnose.service.settings import Settings
+    from diagnose.service.store import open_store
+    from diagnose.service.worker import Worker
+
+    opened: list[Any] = []
+
+    def build(**overrides: Any) -> tuple[Any, Any]:
+        overrides.setdefault("data_dir", tmp_path / "data")
+        overrides.setdefault("bundles", tmp_path / "bundles")
+        settings = Settings(_env_file=None, **overrides)  # type: ignore[call-arg]
+        store = open_store(settings.store_url())
+        opened.append(store)
+        return Worker(settings, store), store
+
+    yield build
+    for s in opened:
+        s.close()
 
 
 # -- the service over HTTP ----------------------------------------------------------------------------------

@@ -12,26 +12,9 @@ import pytest
 from diagnose.service.bench import alertmanager_payload
 from diagnose.service.models import IncidentDraft
 from diagnose.service.settings import Settings
-from diagnose.service.store import open_store
-from diagnose.service.worker import BodyError, Worker, dedup_key, parse_body, triage_incident
+from diagnose.service.worker import BodyError, dedup_key, parse_body, triage_incident
 
 T0 = 1_800_000_000.0
-
-
-@pytest.fixture
-def make(tmp_path: Path) -> Any:
-    opened: list[Any] = []
-
-    def build(**overrides: Any) -> tuple[Worker, Any]:
-        overrides.setdefault("data_dir", tmp_path / "data")
-        settings = Settings(_env_file=None, **overrides)  # type: ignore[call-arg]
-        store = open_store(settings.store_url())
-        opened.append(store)
-        return Worker(settings, store), store
-
-    yield build
-    for s in opened:
-        s.close()
 
 
 def accept(store: Any, payload: dict[str, Any], now: float = T0) -> int:
