@@ -145,11 +145,15 @@ _SCHEMA_V1 = [
         created_at DOUBLE PRECISION NOT NULL
     )""",
 ]
-# version 2: the copies of a duplicate are counted on its one ``duplicate`` row (``replays``, ``last_received_at``)
+# version 2: the copies of a duplicate are counted on its one ``duplicate`` row (``replays``, ``last_received_at``),
+# and the copies of a rejected body on its first ``rejected`` row
 _SCHEMA_V2 = [
     "ALTER TABLE requests ADD COLUMN replays INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE requests ADD COLUMN last_received_at DOUBLE PRECISION",
     "CREATE INDEX IF NOT EXISTS requests_duplicate_of ON requests (duplicate_of)",
+    # a rejected body sent again (a sender retrying what will never be accepted) is counted on its first row
+    "ALTER TABLE requests ADD COLUMN body_digest TEXT",
+    "CREATE INDEX IF NOT EXISTS requests_rejected_digest ON requests (source, body_digest)",
 ]
 # version -> statements that bring a store from version-1 to version
 MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
@@ -761,13 +765,23 @@ class SqlStore:
 
     def reject_request(self, source: str, headers: dict[str, str], body: str, reason: str,
                        now: float | None = None) -> int:
-        """Store a malformed request (422) for the operator to inspect; it is never processed."""
+        """Store a malformed request (422) for the operator to inspect; it is never processed. The same body sent
+        again is counted on the first row (``replays``) instead of adding one: returns that row's id."""
+        import hashlib
+
         ts = _now(now)
+        digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
         with self._ack_tx() as tx:
+            seen = tx.one("SELECT id FROM requests WHERE source = ? AND body_digest = ? AND status = 'rejected'"
+                          " ORDER BY id LIMIT 1", (source, digest))
+            if seen is not None:
+                tx.run("UPDATE requests SET replays = replays + 1, last_received_at = ? WHERE id = ?",
+                       (ts, seen["id"]))
+                return int(seen["id"])
             row = tx.one(
                 "INSERT INTO requests (source, dedup_key, received_at, headers, body, status, attempts, next_attempt_at,"
-                " error, finished_at) VALUES (?, NULL, ?, ?, ?, 'rejected', 0, ?, ?, ?) RETURNING id",
-                (source, ts, json.dumps(headers, sort_keys=True), body, ts, reason, ts))
+                " error, finished_at, body_digest) VALUES (?, NULL, ?, ?, ?, 'rejected', 0, ?, ?, ?, ?) RETURNING id",
+                (source, ts, json.dumps(headers, sort_keys=True), body, ts, reason, ts, digest))
             assert row is not None
             return int(row["id"])
 

@@ -92,3 +92,13 @@ def test_copies_of_one_request_are_counted_on_one_duplicate_row(svc: Any) -> Non
     assert dup.duplicate_of == first.id and dup.replays == 23  # the first copy made the row, 23 more counted
     listed = httpx.get(f"{svc.base_url}/requests", params={"status": "duplicate"}, timeout=30).json()
     assert listed[0]["replays"] == 23 and listed[0]["last_received_at"] >= listed[0]["received_at"]
+
+
+def test_a_rejected_body_sent_again_is_counted_on_its_first_row(svc: Any) -> None:
+    raw = b'{"version": "4", "alerts": ['
+    ids = {httpx.post(f"{svc.base_url}/hooks/alertmanager", content=raw, headers=AUTH, timeout=30).json()["request_id"]
+           for _ in range(5)}
+    other = httpx.post(f"{svc.base_url}/hooks/alertmanager", content=b"[]", headers=AUTH, timeout=30)
+    assert len(ids) == 1 and other.status_code == 422 and other.json()["request_id"] not in ids
+    rows = _rejected(svc)
+    assert len(rows) == 2 and rows[ids.pop()].replays == 4

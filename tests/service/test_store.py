@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -274,3 +275,29 @@ def test_a_diagnosis_from_no_recognised_file_waits_for_evidence(store: Any) -> N
     assert again.needs_triage
     store.set_diagnosis(a.incident.id, {"causes": [], "files": [IBSTAT]}, now=T0 + 3)
     assert store.get_incident(a.incident.id).status == "diagnosed"
+
+
+def test_a_version_1_store_is_migrated_and_keeps_its_requests(tmp_path: Path) -> None:
+    import sqlite3
+
+    from diagnose.service.store import _SCHEMA_V1
+
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path)
+    for stmt in _SCHEMA_V1:
+        conn.execute(stmt.format(pk="INTEGER PRIMARY KEY AUTOINCREMENT"))
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (1)")
+    conn.execute("INSERT INTO requests (source, dedup_key, received_at, body, status, next_attempt_at)"
+                 " VALUES ('alertmanager', 'k', 1, '{}', 'pending', 1)")
+    conn.commit()
+    conn.close()
+    store = open_store(f"sqlite:///{path}")
+    try:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        (req,) = store.list_requests()
+        assert (req.dedup_key, req.status, req.replays, req.last_received_at) == ("k", "pending", 0, None)
+        assert store.accept_request("alertmanager", "k", {}, "{}").duplicate
+        assert store.list_requests(status="duplicate")[0].duplicate_of == req.id
+    finally:
+        store.close()
