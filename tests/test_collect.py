@@ -80,3 +80,115 @@ def test_the_cli_collects_on_this_machine_and_refuses_a_used_folder(tmp_path: Pa
     assert "next: diagnose triage" in r.stderr and (tmp_path / "b" / MANIFEST).is_file()
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 2 and "not an empty folder" in again.stderr
+
+
+def test_no_table_holds_a_command_that_changes_anything_and_the_deny_list_knows_what_does() -> None:
+    from diagnose.catalog.taxonomy import TAXONOMY
+    from diagnose.collect.fabric import FABRIC
+
+    tables = COLLECTORS + FABRIC
+    assert not [c.name for c in tables if DENY.search(" ".join(c.argv))]
+    assert not [(c.name, x) for c in tables for x in c.causes if x not in TAXONOMY]
+    for bad in ("perfquery -x -r", "perfquery -R 12 1", "ibqueryerrors -K", "ibqueryerrors -r --clear-errors",
+                "ibdiagnet -o /tmp/x --pc", "ibdiagnet -pc", "nvidia-smi -r -i 0", "nvidia-smi -pm 1",
+                "nvidia-smi nvlink -r 0", "ethtool -s ens1 speed 100000", "ethtool -K ens1 tso off",
+                "mlnx_qos -i eth0 --trust dscp", "mlnx_qos -i eth0 --pfc 0,0,0,1,0,0,0,0", "dcgmi diag -r 3",
+                "systemctl restart nvidia-fabricmanager", "ip link set ib0 down", "ibportstate 12 1 disable",
+                "sh -c 'cat x > /sys/bus/pci/rescan'", "mlxfwreset -d mlx5_0 reset"):
+        assert DENY.search(bad), bad
+    for fine in ("nvidia-smi nvlink -e", "dcgmi diag -r 1", "ibqueryerrors -r", "ethtool -S ens1f0",
+                 "mlnx_qos -i ens1f0", "systemctl status nvidia-fabricmanager --no-pager -l", "smpquery sl2vl 12 1"):
+        assert not DENY.search(fine), fine
+
+
+ROCE = ROOT / "fixtures" / "fabric" / "qos_misconfig" / "negative-lossless-prio3-degraded-nic" / "gpu-r611"
+QOS = ROOT / "tests" / "data" / "mlnx_qos" / "netarbiter_setup_nic_lossless_layer3.txt"
+DCGM = ROOT / "tests" / "data" / "dcgmi" / "stas00_ml-engineering_debug_md_lines225-232_dcgmi_diag_r2_gpu0_fail.txt"
+NVLINK_E = ROOT / "tests" / "data" / "nvidia_smi_nvlink" / "stas00_ml-engineering_debug_md_lines286-300_nvlink_e_h100.txt"
+
+
+def _tool(bin_: Path, name: str, body: str) -> None:
+    (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
+    (bin_ / name).chmod(0o755)
+
+
+def test_per_netdev_commands_run_on_each_rdma_netdev_and_optional_ones_only_when_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "cat").symlink_to("/bin/cat")
+    _tool(bin_, "ibstat", f"exec cat {shlex.quote(str(ROCE / 'ibstat.out'))}")  # mlx5_0..7, all Ethernet
+    _tool(bin_, "ibdev2netdev", "echo 'mlx5_0 port 1 ==> ens1f0np0 (Up)'; echo 'mlx5_1 port 1 ==> ens2f0np0 (Up)';"
+                                " echo 'mlx5_9 port 1 ==> ib0 (Down)'; echo 'mlx5_2 port 1 ==> x;reboot (Up)'")
+    _tool(bin_, "ethtool", 'echo "NIC statistics:"; echo "     rx_prio3_pause: 7"')
+    _tool(bin_, "mlnx_qos", f"exec cat {shlex.quote(str(QOS))}")
+    _tool(bin_, "dcgmi", f"exec cat {shlex.quote(str(DCGM))}")
+    _tool(bin_, "nvidia-smi", f'[ "$1 $2" = "nvlink -e" ] && exec cat {shlex.quote(str(NVLINK_E))}; exit 9')
+    monkeypatch.setenv("PATH", str(bin_))
+    res = collect(tmp_path / "a", interval_s=0, deadline_s=60, collectors=_fast(10.0), host="h1")
+    steps = {s.name: s for s in res.steps}
+    assert steps["ethtool_stats"].argv == ["ethtool", "-S", "ens1f0np0,ens2f0np0,ib0"]  # never "x;reboot"
+    text = (tmp_path / "a" / "ethtool-S.out").read_text()
+    assert text.count("=== ens1f0np0 ===\n") == 2 and text.count("NIC statistics:") == 6  # read twice
+    qos = (tmp_path / "a" / "mlnx_qos.out").read_text()  # RoCE ports only: ib0 is not an Ethernet port in ibstat
+    assert "$ mlnx_qos -i ens1f0np0\n" in qos and "ens2f0np0" in qos and "ib0" not in qos
+    assert (tmp_path / "a" / "nvidia-smi-nvlink-errors.out").read_text().count("Link 0:") >= 2
+    assert "dcgmi_diag" not in steps and not (tmp_path / "a" / "dcgmi-diag.out").exists()
+    d = triage([tmp_path / "a"])
+    fmt = {f.path: f.format for f in d.files}
+    assert fmt["ethtool-S.out"] == "ethtool_stats" and fmt["mlnx_qos.out"] == "mlnx_qos"
+    assert fmt["nvidia-smi-nvlink-errors.out"] == "nvidia_smi_nvlink"
+
+    res = collect(tmp_path / "b", interval_s=0, deadline_s=60, collectors=_fast(10.0), host="h1",
+                  options=frozenset({"dcgm"}))
+    assert {s.name: s.status for s in res.steps}["dcgmi_diag"] == "ok"
+    assert (tmp_path / "b" / "dcgmi-diag.out").read_text() == DCGM.read_text()
+
+
+def test_out_dash_prints_the_bundle_as_a_checked_block_and_writes_nothing(tmp_path: Path) -> None:
+    from diagnose.collect.stream import Receiver, StreamError, decode, encode
+
+    run_dir = tmp_path / "cwd"
+    run_dir.mkdir()
+    bin_ = _stubs(tmp_path)
+    (bin_ / "sminfo").unlink()  # the one that hangs
+    env = {**os.environ, "PATH": str(bin_)}
+    r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "collect", "--out", "-", "--interval", "0",
+                        "--timeout", "5"], capture_output=True, text=True, env=env, timeout=120, cwd=run_dir)
+    assert r.returncode == 0, r.stderr
+    rx = Receiver()
+    for line in r.stdout.splitlines():
+        rx.feed(f"{line}\n")
+    assert rx.files is not None and rx.error is None
+    assert rx.files["ibstat.out"] == IBSTAT.read_text() and json.loads(rx.files[MANIFEST])["kind"] == "diagnose-collect"
+    assert list(run_dir.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["bin", "cwd"]
+
+    lines = list(encode({"a.out": "x" * 5000}, "h1"))
+    cut = Receiver()
+    for line in lines[:-2] + lines[-1:]:  # a line lost in transit
+        cut.feed(line)
+    assert cut.files is None and "damaged" in (cut.error or "")
+    evil = list(encode({"../../etc/cron.d/x": "boom"}, "h1"))
+    with pytest.raises(StreamError, match="not a plain relative path"):
+        decode(evil[1:-1], int(evil[-1].split()[2]), evil[-1].split()[3])
+
+
+def test_triage_collect_triages_this_host_and_removes_the_bundle_unless_kept(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    bin_ = _stubs(tmp_path)
+    (bin_ / "sminfo").unlink()  # the one that hangs
+    env = {**os.environ, "PATH": str(bin_), "TMPDIR": str(tmp), "COLUMNS": "160"}
+    cmd = [sys.executable, "-m", "diagnose.interfaces.cli", "triage", "--collect", "--collect-interval", "0",
+           "--format", "json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["causes"][0]["id"] == "link.port_down"
+    assert "removed after triage" in r.stderr and list(tmp.iterdir()) == []
+    r = subprocess.run([*cmd, "--keep"], capture_output=True, text=True, env=env, timeout=180)
+    [kept] = list(tmp.iterdir())
+    assert r.returncode == 0 and f"kept in {kept}" in r.stderr and (kept / MANIFEST).is_file()
+    for args, msg in ((["--keep", str(kept)], "--keep goes with --collect"), ([], "or --collect")):
+        bad = subprocess.run([*cmd[:4], *args], capture_output=True, text=True, env=env, timeout=180)
+        assert bad.returncode == 2 and msg in bad.stderr

@@ -57,6 +57,7 @@ class Collector:
     each: str | None = None  # "netdev" / "roce_netdev" / "job_port": run once per item, "{item}" in argv replaced
     optional: str | None = None  # run only when this option is given ("dcgm")
     outdir: bool = False  # writes files into "{dir}" (ibdiagnet -o), which are kept under out/<out>/
+    echo: str = "$ {cmd}"  # with ``each``: the line before each item's output ({cmd}: the command, {item}: the item)
 
 
 _DMESG_KEEP = (r"mlx5|mlx4|ib_|infiniband|NVRM|Xid|nvidia|peermem|nv_peer_mem|pcieport|AER|PCIe Bus Error|DMAR|IOMMU"
@@ -102,7 +103,7 @@ COLLECTORS: tuple[Collector, ...] = (
               each="roce_netdev"),
     Collector("ethtool_stats", ("ethtool", "-S", "{item}"), "ethtool-S.out", ("roce.pfc_ecn", "fabric.qos_misconfig",
                                                                               "link.bad_cable"),
-              each="netdev", twice=True),
+              each="netdev", twice=True, echo="=== {item} ==="),  # the parser's own per-netdev header
     Collector("dcgmi_diag", ("dcgmi", "diag", "-r", "1"), "dcgmi-diag.out", ("gpu.xid_error", "gpu.nvlink_degraded",
                                                                              "host.pcie_degraded"),
               timeout_s=180, optional="dcgm"),
@@ -298,7 +299,9 @@ def collect(out: Path | None, *, interval_s: float = 30.0, deadline_s: float = 3
                 for item in each:
                     argv = _argv(c.argv, item, tmp)
                     text, code, status, note = _run(argv, c.keep, max(0.1, min(c.timeout_s, left())))
-                    parts.append((f"$ {' '.join(argv)}\n" if c.each else "") + text)
+                    if c.each:
+                        parts.append(c.echo.replace("{cmd}", " ".join(argv)).replace("{item}", item or "") + "\n")
+                    parts.append(text)
                     runs.append((code, status, note if len(each) == 1 or not note else f"{item}: {note}"))
                     if status == "timeout" or left() <= 0:
                         break
@@ -306,12 +309,16 @@ def collect(out: Path | None, *, interval_s: float = 30.0, deadline_s: float = 3
                     break  # a counter read that failed or hung is not read again
             if tmp:
                 _keep_outdir(Path(tmp), c.out, put)
-        if not c.outdir:
-            put(c.out, "".join(parts))
+        body = "".join(parts)
+        if not c.outdir and body.strip():
+            put(c.out, body)
+        elif not c.outdir:  # nothing to read: listed in the manifest, not left as an empty file
+            runs.append((runs[-1][0], runs[-1][1], "no output" if not c.keep else "no line the parsers read"))
         worst = max(runs, key=lambda r: _SEVERITY[r[1]])
         notes = "; ".join(dict.fromkeys(r[2] for r in runs if r[2])) or None
         argv = [a.replace("{item}", ",".join(x or "" for x in each)) for a in c.argv]
-        res.steps.append(Step(c.name, argv, c.out, worst[1], worst[0], round(time.monotonic() - t0, 3), notes))
+        res.steps.append(Step(c.name, argv, c.out if c.out in res.files or c.outdir else None, worst[1], worst[0],
+                              round(time.monotonic() - t0, 3), notes))
     env_text = ""
     if pid is not None:
         try:

@@ -178,7 +178,9 @@ def _seconds_limit(value: float) -> float:
 
 @app.command()
 def triage(
-    paths: Annotated[list[str], typer.Argument(help="Bundle folders, .tar.gz/.tgz/.zip archives or single files.")],
+    ctx: typer.Context,
+    paths: Annotated[list[str] | None, typer.Argument(help="Bundle folders, .tar.gz/.tgz/.zip archives or single files"
+                                                          " (none needed with --collect).", show_default=False)] = None,
     symptom: Annotated[str | None, typer.Option("--symptom", "-s", help="What the user saw (ticket text, alert, error line).")] = None,
     fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text, json or markdown.")] = Fmt.text,
     max_file_size: Annotated[int, typer.Option(help="MiB read per file; larger files are read head and tail.")] = 64,
@@ -187,6 +189,12 @@ def triage(
     fail_on: Annotated[FailOn | None, typer.Option(
         "--fail-on", help="Exit 3 when a cause at this level is found: confirmed, or inconclusive (confirmed or"
                           " inconclusive), for scripts and CI gates.")] = None,
+    collect: Annotated[bool, typer.Option("--collect", help="First collect this host's evidence (read-only, as diagnose"
+                                                            " collect does) into a temporary bundle, and triage it too.")]
+    = False,
+    keep: Annotated[bool, typer.Option("--keep", help="With --collect: keep the bundle (its path is printed).")] = False,
+    collect_interval: Annotated[float, typer.Option(help="With --collect: seconds between the two counter reads.")]
+    = 30.0,
 ) -> None:
     """Rank the likely root causes in a bundle, with evidence and playbooks.
 
@@ -196,6 +204,7 @@ def triage(
 
     if max_file_size < 1:
         _fail("--max-file-size must be at least 1 MiB")
+    paths = _with_collected(ctx, paths or [], collect, keep, collect_interval)
     limits = LoadLimits(max_file_bytes=max_file_size << 20, max_file_seconds=_seconds_limit(max_file_seconds))
     cat = _catalog()
     prog, cb = _progress_cb()
@@ -236,6 +245,33 @@ def _width(tty: bool) -> int:
     except ValueError:
         cols = 0
     return cols if 40 <= cols <= 1000 else 100
+
+
+def _with_collected(ctx: typer.Context, paths: list[str], collect: bool, keep: bool, interval: float) -> list[str]:
+    """``triage --collect``: the paths plus a bundle of this host collected now into a temporary folder, removed when
+    the command ends unless ``--keep``."""
+    if not collect:
+        if keep:
+            _fail("--keep goes with --collect")
+        if not paths:
+            _fail("give a bundle folder, archive or file to triage, or --collect to collect this host's first")
+        return paths
+    if interval < 0:
+        _fail("--collect-interval must be 0 or more")
+    import shutil
+    import tempfile
+
+    from diagnose.collect import collect as run
+
+    tmp = Path(tempfile.mkdtemp(prefix="diagnose-collect-"))
+    if not keep:
+        ctx.call_on_close(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    res = run(tmp, interval_s=interval)
+    c = res.counts()
+    kept = f"kept in {tmp}" if keep else "a temporary bundle, removed after triage (--keep keeps it)"
+    err.print(Text(f"collected on {res.host}: " + ", ".join(f"{n} {k}" for k, n in sorted(c.items())) + f"; {kept}"),
+              soft_wrap=True, highlight=False)
+    return [*paths, str(tmp)]
 
 
 class Via(str, Enum):

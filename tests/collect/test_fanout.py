@@ -185,3 +185,28 @@ def test_the_cli_refuses_what_does_not_go_together(cluster: Cluster, tmp_path: P
     r = _cli("--out", out, "--hosts", "mike", "--via", "ssh", "--timeout", "30", path=cluster.path)
     assert r.returncode == 1 and "no host answered" in r.stderr
     assert json.loads((Path(out) / MANIFEST).read_text())["hosts"][0]["status"] == "failed"
+
+
+def test_the_fabric_alone_from_this_host_with_ibdiagnet_into_its_own_folder(cluster: Cluster, tmp_path: Path) -> None:
+    port_down_hosts(cluster)
+    log = Path(__file__).resolve().parent.parent / "data" / "ibdiagnet_log" / \
+        "kobibar_OpenAI.recipe.md@c314151_lines237-241_rail_validation.log"
+    hbin = cluster.root / "hosts" / "kilo" / "bin"
+    (hbin / "ibdiagnet").write_text(f'#!/bin/sh\n[ "$1" = "-o" ] || exit 3\nexec cat {log} > "$2/ibdiagnet2.log"\n')
+    (hbin / "ibdiagnet").chmod(0o755)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "f"
+    env_path = f"{hbin}:{cluster.path}"
+    r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "collect", "--fabric", "--ibdiagnet", "--out",
+                        str(out), "--timeout", "30"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PATH": env_path, "TMPDIR": str(tmp), "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    man = json.loads((out / MANIFEST).read_text())
+    steps = {c["name"]: c for c in man["commands"]}
+    assert man["scope"] == "fabric" and steps["ibdiagnet"]["status"] == "ok"
+    assert (out / "ibdiagnet2" / "ibdiagnet2.log").read_text() == log.read_text()
+    assert steps["smpquery_vlarb"]["argv"][:2] == ["smpquery", "vlarb"] and "322 1" in steps["smpquery_vlarb"]["argv"][2]
+    assert list(tmp.iterdir()) == []  # ibdiagnet's own folder was a temporary one, removed
+    d = triage([out])
+    assert {f.path: f.format for f in d.files}["ibdiagnet2/ibdiagnet2.log"] == "ibdiagnet_log"
