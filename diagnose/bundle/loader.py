@@ -517,16 +517,16 @@ def _iter_zip(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[Bun
                 if safe is None:
                     yield BundleFile(rel, None, ["unsafe archive path (absolute or '..'), not extracted"])
                     continue
+                ratio = info.file_size / max(info.compress_size, 1)
+                if info.file_size > limits.ratio_floor_bytes and ratio > limits.max_ratio:
+                    yield BundleFile(rel, None, [f"compression ratio {ratio:,.0f}:1 beyond the {limits.max_ratio}:1"
+                                                 " limit (a compression bomb?), not read"])
+                    continue  # (costs nothing: a zip's members are read apart, and this one is not)
                 total += info.file_size
                 if total > limits.max_archive_bytes:
                     yield BundleFile(rel, None, [f"archive expands beyond {limits.max_archive_bytes >> 20} MiB; rest"
                                                  " skipped"])
                     return
-                ratio = info.file_size / max(info.compress_size, 1)
-                if info.file_size > limits.ratio_floor_bytes and ratio > limits.max_ratio:
-                    yield BundleFile(rel, None, [f"compression ratio {ratio:,.0f}:1 beyond the {limits.max_ratio}:1"
-                                                 " limit (a compression bomb?), not read"])
-                    continue
                 with zf.open(info) as fh:
                     data = fh.read(limits.max_file_bytes + 1)
                 if len(data) > limits.max_file_bytes:
@@ -640,7 +640,17 @@ def _given(raw: str | os.PathLike[str]) -> Path | str:
 
 
 def _short(text: str, n: int = 120) -> str:
+    text = printable(text)
     return text if len(text) <= n else text[: n // 2] + "..." + text[-n // 2:]
+
+
+def printable(name: str) -> str:
+    """``name`` as it is shown: control characters (a newline, an escape sequence) and bytes that are not UTF-8
+    (decoded as surrogates) written as escapes (``\\n``, ``\\x1b``, ``\\udcff``), so that a file name is one line,
+    cannot drive the terminal, and can be written out as UTF-8."""
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def _not_readable(name: str, link: bool, root: Path) -> str | None:
@@ -765,7 +775,9 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
     for r in refused:
         out.append(BundleFile(r.split(":", 1)[0], None, [r.split(": ", 1)[-1]]))
     if not out:
-        raise BundleError("no readable file in the input: " + ", ".join(str(p) for p in paths))
+        raise BundleError("no readable file in the input: " + ", ".join(_short(str(p)) for p in paths))
+    for bf in out:
+        bf.path = printable(bf.path)
     return _in_order(_fold_sysfs(out))
 
 
@@ -791,13 +803,19 @@ def preview_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits) 
     listed: list[tuple[str, str]] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
+        try:
+            st = p.stat() if os.fspath(raw).strip() else None
+        except OSError:  # missing, a name too long, a loop: load_inputs says which
+            return None
+        if st is None:  # '' (refused by load_inputs): not the working directory
+            return None
+        if stat.S_ISDIR(st.st_mode):
             for rel, f, link in _walk(p):
                 if link:
                     return None
                 if rel not in _NOT_EVIDENCE:
                     listed.append((rel, f))
-        elif p.is_file():
+        elif stat.S_ISREG(st.st_mode):
             listed.append((p.name, str(p)))
         else:
             return None
@@ -813,9 +831,10 @@ def preview_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits) 
             read = _read_file(Path(f), rel, limits)
             if not isinstance(read, BundleFile):
                 return None  # an archive by its magic bytes
+            read.path = printable(read.path)
             out.append(read)
         else:
-            out.append(BundleFile(rel, None))
+            out.append(BundleFile(printable(rel), None))
     return _in_order(out) if out else None
 
 
