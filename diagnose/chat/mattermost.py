@@ -11,7 +11,8 @@ Buttons (https://developers.mattermost.com/integrate/plugins/interactive-message
 actions whose ``integration.context`` Mattermost sends back verbatim on a click (plus ``selected_option`` for
 a menu). Nothing else in that request is authenticated, so the context carries an HMAC we computed with a key
 derived from the slash-command token, bound to the channel and dated; a forged or altered context, or one
-replayed into another channel, is refused with 401. The reply ``{"update": {...}}`` rewrites the post (show
+replayed into another channel, is refused with 401. Commands and clicks carry a fresh ``trigger_id`` each; a copy of
+one already seen (or one whose trigger is stale) is a replay, refused with 401 (see ``MattermostEndpoint._replayed``). The reply ``{"update": {...}}`` rewrites the post (show
 evidence) and ``{"ephemeral_text": ...}`` answers the clicker only (feedback, playbook).
 """
 
@@ -129,8 +130,8 @@ class MattermostEndpoint:
         self.seen = ReplayGuard(window_s=max(float(settings.max_request_age_s), 300.0) * 2)
         self.waiters = DaemonPool(16, "diagnose-mattermost-wait")
 
-    def _replayed(self, form: dict[str, str], body: bytes) -> str | None:
-        """Why an authenticated slash command is a replay (401), or None.
+    def _replayed(self, form: dict[str, Any], body: bytes) -> str | None:
+        """Why an authenticated slash command or button click is a replay (401), or None.
 
         The token is static, so it proves the sender but not that the request is new. Each invocation carries a
         fresh ``trigger_id``: base64 of ``<id>:<user id>:<epoch ms>:<server signature>`` (mattermost/server,
@@ -140,12 +141,13 @@ class MattermostEndpoint:
         a replay).
         """
         now = self.clock()
-        trigger = parse_trigger_id(form.get("trigger_id", ""))
+        raw_trigger, sender = form.get("trigger_id"), form.get("user_id")
+        trigger = parse_trigger_id(raw_trigger if isinstance(raw_trigger, str) else "")
         if trigger is not None:
             client_id, user_id, made_ms = trigger
             if is_stale(made_ms / 1000.0, now, self.settings.max_request_age_s):
                 return "stale trigger_id"
-            if form.get("user_id") and user_id != form.get("user_id"):
+            if sender and user_id != sender:
                 return "trigger_id made for another user"
             key = "t:" + client_id
         else:
@@ -235,6 +237,10 @@ class MattermostEndpoint:
         ctx = self.signer.verify(raw_ctx, channel)
         if ctx is None:
             return self._reject("unsigned, altered or expired button")
+        # a click carries its own trigger_id (Mattermost makes one per action request), so a copy is a replay
+        replay = self._replayed(payload, body)
+        if replay is not None:
+            return self._reject(replay)
         asker = Asker(user=str(payload.get("user_name") or payload.get("user_id") or "someone"), platform="mattermost")
         action_url = str(request.url_for("mattermost_actions"))
         selected = raw_ctx.get("selected_option") if isinstance(raw_ctx, dict) else None

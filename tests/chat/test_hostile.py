@@ -123,3 +123,16 @@ def test_a_slack_request_signed_for_another_body_is_still_401(svc: ChatService) 
                                          "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig})
     assert r.status_code == 401
     assert json.loads(r.text)["error"] == "bad signature"
+
+
+def test_a_replayed_mattermost_button_click_is_401_and_stores_feedback_once(
+        svc: ChatService, bad_cable_diagnosis: dict[str, Any]) -> None:
+    from .test_mattermost import _action, click_body
+
+    inc = store_diagnosed_incident(svc.store, bad_cable_diagnosis)
+    msg = svc.post("/mattermost/command", *svc.mattermost_command(f"incident {inc}")).json()
+    body = click_body(_action(msg, "right")["integration"]["context"], user="mm-clicker")
+    first = svc.post("/mattermost/actions", body, {"Content-Type": "application/json"})
+    again = svc.post("/mattermost/actions", body, {"Content-Type": "application/json"})
+    assert first.status_code == 200 and again.status_code == 401 and "replayed" in again.json()["error"]
+    assert len([f for f in svc.store.list_feedback() if f.incident_id == inc]) == 1

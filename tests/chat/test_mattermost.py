@@ -6,7 +6,13 @@ import copy
 import json
 from typing import Any
 
-from .support import ChatService, playbook_first_step, store_diagnosed_incident
+from .support import (
+    MATTERMOST_USER_ID,
+    ChatService,
+    mattermost_trigger_id,
+    playbook_first_step,
+    store_diagnosed_incident,
+)
 
 CHANNEL = "fdnkf8p1wbrp3xr5y7f7ms5ecr"
 
@@ -15,14 +21,18 @@ def _command(svc: ChatService, text: str, **kw: Any) -> Any:
     return svc.post("/mattermost/command", *svc.mattermost_command(text, **kw))
 
 
-def _click(svc: ChatService, ctx: dict[str, Any], *, channel: str = CHANNEL, user: str = "bo") -> Any:
+def click_body(ctx: dict[str, Any], *, channel: str = CHANNEL, user: str = "bo") -> bytes:
     """The request Mattermost sends to an action's integration URL
-    (https://developers.mattermost.com/integrate/plugins/interactive-messages/)."""
-    body = json.dumps({"user_id": "rbx8fw4fa3gd3n1bq8dtmy3qea", "user_name": user, "channel_id": channel,
+    (https://developers.mattermost.com/integrate/plugins/interactive-messages/), with a fresh trigger_id."""
+    return json.dumps({"user_id": MATTERMOST_USER_ID, "user_name": user, "channel_id": channel,
                        "channel_name": "gpu-oncall", "team_id": "rdc9bgriktyx9p4kowh3dmgqyc", "team_domain": "infra",
-                       "post_id": "8tkq4oj8ujbczrwenz5gzhubgc", "trigger_id": "dHJpZ2dlcg==", "type": "",
+                       "post_id": "8tkq4oj8ujbczrwenz5gzhubgc", "trigger_id": mattermost_trigger_id(), "type": "",
                        "data_source": "", "context": ctx}).encode()
-    return svc.post("/mattermost/actions", body, {"Content-Type": "application/json"})
+
+
+def _click(svc: ChatService, ctx: dict[str, Any], *, channel: str = CHANNEL, user: str = "bo") -> Any:
+    return svc.post("/mattermost/actions", click_body(ctx, channel=channel, user=user),
+                    {"Content-Type": "application/json"})
 
 
 def _action(msg: dict[str, Any], action_id: str) -> dict[str, Any]:
