@@ -88,7 +88,22 @@ class Settings(BaseSettings):
     backoff_max_s: float = 300.0
     lease_s: int = 600
 
-    @field_validator("pagerduty_secrets", mode="before")
+    # collecting from the alert's hosts before triage (diagnose.service.collecting): off unless sources are named
+    collect_sources: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated sources (alertmanager, pagerduty, ...) whose incidents "
+                                          "are collected from the hosts they name, through diagnose collect's "
+                                          "fan-out, before triage; empty: never.")
+    collect_via: str | None = Field(None, description="srun (the incident's job), clush, pdsh or ssh; default the "
+                                                      "first of clush, pdsh, ssh on PATH.")
+    collect_remote: str = Field("diagnose", description="How diagnose is run on the hosts.")
+    collect_max_hosts: int = Field(16, description="Hosts of one incident collected from, at most.")
+    collect_fanout: int = Field(16, description="Hosts collecting at once.")
+    collect_timeout_s: float = Field(120.0, description="Bound of the collection on each host.")
+    collect_grace_s: float = Field(30.0, description="A host's connection and transfer time past its bound.")
+    collect_interval_s: float = Field(10.0, description="Seconds between the two counter reads on each host.")
+    collect_fabric: bool = Field(False, description="Also read the fabric once, from the first host that can.")
+
+    @field_validator("pagerduty_secrets", "collect_sources", mode="before")
     @classmethod
     def _split(cls, v: object) -> object:
         if isinstance(v, str):

@@ -429,6 +429,10 @@ class Worker:
         # the paths the payload named (annotations.bundle, bundle_refs, bundle= in a ticket) are resolved inside the
         # bundle store; attachment URLs are noted, never fetched
         ev = collect(self.settings, inc, work, bundle_refs=self.store.get_bundle_refs(inc.id))
+        if inc.source in self.settings.collect_sources:  # off by default: collect from the alert's hosts first
+            from diagnose.service.collecting import collect_for
+
+            collect_for(self.settings, inc, work, ev.paths, ev.notes)
         self._step(ilog, "evidence_collected", paths=len(ev.paths), notes=len(ev.notes))
         source = "chat" if inc.source == "chat" else "cli" if inc.source == "cli" else "hook"
         # one triage at a time per worker, whatever worker_threads says: each reads its bundles through the
