@@ -229,7 +229,20 @@ class Answers:
     # ------------------------------------------------------------------ dispatch
 
     def answer(self, parsed: Parsed, asker: Asker) -> Answer:
-        """Answer one parsed message. ``job``/``host`` may return a :class:`QueuedAnswer`: see :meth:`wait`."""
+        """Answer one parsed message. ``job``/``host`` may return a :class:`QueuedAnswer`: see :meth:`wait`.
+
+        A store that cannot be used now (its file gone, a full disk, PostgreSQL unreachable) is said in the answer,
+        not raised: the platform would show a bare error and retry."""
+        from diagnose.service.store import StoreError
+
+        try:
+            return self._answer(parsed, asker)
+        except StoreError as exc:
+            log.warning("chat_store_unavailable", platform=asker.platform, error=str(exc)[:300])
+            return NoticeAnswer("The incident store cannot be used right now; nothing was recorded. Try again in a "
+                                "minute (the service's /healthz says why).", ok=False)
+
+    def _answer(self, parsed: Parsed, asker: Asker) -> Answer:
         if isinstance(parsed, BadCommand):
             log.info("chat_bad_command", platform=asker.platform, reason=parsed.reason)
             return HelpAnswer(parsed.reason, parsed.suggestions)

@@ -425,13 +425,16 @@ class SqlStore:
             try:
                 conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                        check_same_thread=False, uri=bool(self._pinned))
-            except sqlite3.OperationalError as exc:
-                raise StoreUnavailable("gone", f"the store's file {self._path} cannot be opened: {exc}") from exc
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")  # an acknowledged request survives a power cut
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA foreign_keys=ON")
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")  # an acknowledged request survives a power cut
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.Error as exc:
+                if not self._pinned:
+                    raise
+                raise StoreUnavailable("gone" if not self._path.exists() else "io_error",
+                                       f"the store's file {self._path} cannot be opened: {exc}") from exc
         with self._lock:
             self._all.append(conn)
         return conn

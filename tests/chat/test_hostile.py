@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import socket
 import time
 import uuid
@@ -136,3 +137,15 @@ def test_a_replayed_mattermost_button_click_is_401_and_stores_feedback_once(
     again = svc.post("/mattermost/actions", body, {"Content-Type": "application/json"})
     assert first.status_code == 200 and again.status_code == 401 and "replayed" in again.json()["error"]
     assert len([f for f in svc.store.list_feedback() if f.incident_id == inc]) == 1
+
+
+def test_a_chat_command_while_the_store_is_gone_is_answered_not_500(make_service: Any) -> None:
+    fresh: ChatService = make_service()
+    fresh.worker.stop_evt.set()  # the tests' stand-in worker polls the store
+    fresh.worker.thread.join(30)
+    db = fresh.store_url[len("sqlite:///"):]
+    os.unlink(db)
+    body, headers = fresh.mattermost_command("job 77001")
+    r = fresh.post("/mattermost/command", body, headers)
+    assert r.status_code == 200 and "store cannot be used" in r.json()["text"]
+    assert not os.path.exists(db)
