@@ -94,6 +94,21 @@ def test_a_store_bundle_with_a_fifo_and_a_zip_bomb_is_diagnosed_within_the_loade
     assert any("hang.txt" in p for p in problems)  # the symlink to the FIFO is listed too, not followed
 
 
+def test_a_store_entry_that_is_a_fifo_behind_an_archive_name_does_not_block_the_worker(make: Any,
+                                                                                      tmp_path: Path) -> None:
+    store_dir = tmp_path / "bundles"
+    store_dir.mkdir()
+    (store_dir / ".uploads").mkdir()
+    os.mkfifo(store_dir / ".uploads" / "pipe")
+    (store_dir / "gpu-a004.tar.gz").symlink_to(store_dir / ".uploads" / "pipe")  # inside the store, a FIFO
+    os.mkfifo(store_dir / "gpu-a005.tar.gz")
+    worker, store = make()
+    rids = [accept(store, _alert(i, host), now=time.time()) for i, host in ((1, "gpu-a004"), (2, "gpu-a005"))]
+    worker.run_until_idle()
+    assert [store.get_request(r).status for r in rids] == ["done", "done"]
+    assert {i.status for i in store.list_incidents()} == {"waiting_for_evidence"}
+
+
 class _SpyLock:
     """The worker's triage lock, counting who holds it and who waits for it."""
 
