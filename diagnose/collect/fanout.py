@@ -38,7 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -504,7 +504,7 @@ def collect_job(out: Path, hosts: list[str], plan: Plan, *, fabric_from: str | N
         elif deadline - time.monotonic() <= 0:
             fabric = HostOutcome(where, "skipped", "the run's bound was reached before the fabric's turn")
         else:
-            fplan = plan if plan.via != "srun" or where in folders else Plan(**{**asdict(plan), "via": "ssh"})
+            fplan = plan if plan.via != "srun" or where in folders else replace(plan, via="ssh")  # not a job node
             fabric = _collect_on(fplan, [where], _remote(plan, *fargs), out, {where: fabric_folder}, bound, deadline,
                                  None)[0]
         log.info("collect_fabric_done", host=fabric.host, status=fabric.status, note=fabric.note)

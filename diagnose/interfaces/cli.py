@@ -310,6 +310,8 @@ def collect(
     """Gather evidence, read-only: the commands the rules ask for, each with a timeout, into a bundle with a
     manifest; on this host, on a job's nodes or a host list (a folder per host), and the fabric once.
     Then: diagnose triage OUT."""
+    import shlex
+
     from diagnose.collect import COLLECTORS
     from diagnose.collect import collect as run
     from diagnose.collect.fabric import FABRIC, local_ports, parse_ports, port_items
@@ -332,7 +334,7 @@ def collect(
         try:
             targets = slurm_nodes(slurm_job) if slurm_job is not None else hosts_of(hosts or "")
             plan = Plan(via="srun" if slurm_job is not None else pick_via(via.value if via else None), job=slurm_job,
-                        remote=tuple(remote_diagnose.split()) or ("diagnose",), interval_s=interval,
+                        remote=tuple(shlex.split(remote_diagnose)) or ("diagnose",), interval_s=interval,
                         host_timeout_s=timeout, deadline_s=deadline, fanout=fanout,
                         env_file=str(env_file) if env_file else None, options=options)
         except CollectError as exc:

@@ -163,7 +163,7 @@ def test_host_lists_and_launcher_choice() -> None:
         hosts_of("gpu-a[009-001]")
     with pytest.raises(CollectError, match="is not a host name"):
         hosts_of("gpu-a1,$(reboot)")
-    assert pick_via(None, {"pdsh", "ssh"}.__contains__ and (lambda t: t if t in ("pdsh", "ssh") else None)) == "pdsh"
+    assert pick_via(None, lambda t: t if t in ("pdsh", "ssh") else None) == "pdsh"
     assert pick_via(None, lambda t: t if t == "ssh" else None) == "ssh"
     with pytest.raises(CollectError, match="--via clush: clush is not on PATH"):
         pick_via("clush", lambda t: None)
@@ -210,3 +210,20 @@ def test_the_fabric_alone_from_this_host_with_ibdiagnet_into_its_own_folder(clus
     assert list(tmp.iterdir()) == []  # ibdiagnet's own folder was a temporary one, removed
     d = triage([out])
     assert {f.path: f.format for f in d.files}["ibdiagnet2/ibdiagnet2.log"] == "ibdiagnet_log"
+
+
+def test_the_fabric_from_a_host_outside_the_job_goes_by_ssh_and_local_reads_it_here(cluster: Cluster,
+                                                                                    tmp_path: Path) -> None:
+    port_down_hosts(cluster)
+    cluster.host("ufm01", ibnetdiscover=Path(__file__).resolve().parent.parent / "data" / "ibnetdiscover" /
+                 "ibnetdiscover_ports_test.out")
+    cluster.job("4412", "kilo,lima")
+    plan = Plan(via="srun", job="4412", interval_s=0, host_timeout_s=30)
+    res = collect_job(tmp_path / "a", ["kilo", "lima"], plan, fabric_from="ufm01")
+    assert res.fabric is not None and (res.fabric.host, res.fabric.status) == ("ufm01", "ok")
+    assert [c[-2] for c in cluster.calls("ssh")] == ["ufm01"] and "--fabric" in cluster.calls("ssh")[0][-1]
+    assert (tmp_path / "a" / "fabric" / "ibnetdiscover.out").is_file()
+    res = collect_job(tmp_path / "b", ["kilo"], plan, fabric_from="local")
+    assert res.fabric is not None and res.fabric.status == "ok" and res.fabric.folder == "fabric"
+    man = json.loads((tmp_path / "b" / "fabric" / MANIFEST).read_text())
+    assert man["scope"] == "fabric" and {c["status"] for c in man["commands"]} == {"missing"}  # no tools here
