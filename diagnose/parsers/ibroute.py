@@ -18,6 +18,17 @@ The switch is ``Lid N`` or ``DR path slid 0; dlid 0; 0,1,19`` (``portid2str``); 
 ``opensm-lfts.dump`` has the same header (name in single quotes) and rows ``0x0001 001 # Channel Adapter portguid
 0x...: 'desc'``; it is read too. Multicast blocks (``Multicast mlids [...]``) are skipped.
 
+OpenSM's older routing dump, which ibdiagnet also writes as ``ibdiagnet2.fdbs`` (a real file in ibutils
+``ibdm/Clusters/osm.fdbs``; ``UNREACHABLE`` rows quoted in a UCAR parser, see ``tests/data/ibroute/README.md``)::
+
+    osm_ucast_mgr_dump_ucast_routes: Switch 0x0002c90109fb0000
+    LID    : Port : Hops : Optimal
+    0x0001 : 005  : 05   : yes
+    0x0002 : UNREACHABLE
+
+names neither the switch nor the destinations (the fabric model resolves the LIDs); it has no footer, and its
+``UNREACHABLE`` rows (no route to that LID) become :class:`~diagnose.parsers._fabric.ToolMessage` errors.
+
 Records: one :class:`~diagnose.parsers._fabric.LftEntry` per valid row. A block whose ``N valid lids dumped``
 footer is missing (a cut paste) or disagrees with the rows read is reported in ``problems``.
 """
@@ -28,7 +39,7 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._fabric import LftEntry, norm_node_type
+from diagnose.parsers._fabric import LftEntry, ToolMessage, norm_node_type
 from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
 from diagnose.parsers.base import guarded_parse
 
@@ -51,14 +62,20 @@ _PATH_RE = re.compile(r"^\(\s*path\s+#\d+\s+(?:out\s+of\s+\d+(?::\s*portguid\s+0
                       r"|-\s+illegal\s+port)\s*\)$")
 _ILLEGAL_RE = re.compile(r"^\(\s*(?:reserved LID - )?illegal port\s*\)$")
 _WARN_TRAILER_RE = re.compile(r"^\s*\*\*\*\s*WARNING\s*\*\*\*")
+_FDB_HDR_RE = re.compile(r"^\s*osm_ucast_mgr_dump_ucast_routes:\s+Switch\s+0x(?P<guid>[0-9a-fA-F]{1,16})\s*$")
+_FDB_SKIP_RE = re.compile(r"^\s*(?:LID\s*:\s*Port\s*:\s*Hops\s*:\s*Optimal|PLFT_NUM:\s*\d+)\s*$")
+_FDB_ROW_RE = re.compile(r"^\s*0x(?P<lid>[0-9a-fA-F]{1,4})\s*:\s*(?:(?P<port>\d+)\s*:\s*\d+\s*:\s*\w+|(?P<unr>UNREACHABLE))\s*$")
 
 _SNIFF_HDR = re.compile(r"^[ \t]*Unicast lids \[(?:0x)?[0-9a-fA-F]+-(?:0x)?[0-9a-fA-F]+\] of switch ", re.MULTILINE)
 _SNIFF_ROW = re.compile(r"^0x[0-9a-fA-F]{4} \d{3} (?::|#) (?:\((?:Channel Adapter|Switch|Router|path #)"
                         r"|(?:Channel Adapter|Switch|Router) portguid)", re.MULTILINE)
 
 
+_SNIFF_FDB = re.compile(r"^[ \t]*osm_ucast_mgr_dump_ucast_routes: Switch 0x", re.MULTILINE)
+
+
 def sniff(head: str) -> int:
-    if _SNIFF_HDR.search(head):
+    if _SNIFF_HDR.search(head) or _SNIFF_FDB.search(head):
         return 95
     if len(_SNIFF_ROW.findall(head)) >= 2:
         return 70  # rows of a table whose header was cut off
@@ -73,6 +90,7 @@ class _Block:
     line: int
     rows: int = 0
     footer: bool = False
+    fdb: bool = False  # OpenSM's osm_ucast_mgr_dump_ucast_routes layout
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
@@ -107,6 +125,27 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                            lid=int(pid.group("lid")) if pid else None, name=name or None, line=n)
             in_mcast = False
             last = (None, None, None)
+            continue
+        fh = _FDB_HDR_RE.match(line)
+        if fh is not None:
+            _close(block, problems)
+            block = _Block(guid=norm_guid("0x" + fh.group("guid")) or "0x" + fh.group("guid").lower().zfill(16),
+                           lid=None, name=None, line=n, footer=True, fdb=True)  # no footer to check
+            in_mcast = False
+            continue
+        if block is not None and block.fdb and (fr := _FDB_ROW_RE.match(line)):
+            lid = int(fr.group("lid"), 16)
+            if fr.group("unr"):
+                records.append(ToolMessage(source=source, line=n, text=clip(line), host=cur_host, tool="opensm",
+                                           level="error", stage=None,
+                                           message=f"LID {lid} UNREACHABLE from switch {block.guid}"))
+            else:
+                records.append(LftEntry(source=source, line=n, text=clip(line), host=cur_host,
+                                        switch_guid=block.guid, switch_lid=None, switch_name=None, dest_lid=lid,
+                                        out_port=int(fr.group("port")), dest_kind=None, dest_guid=None,
+                                        dest_name=None))
+            continue
+        if _FDB_SKIP_RE.match(line):
             continue
         if _MCAST_RE.match(line):
             _close(block, problems)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from diagnose.bundle.session import command_format
 from diagnose.parsers import ibroute
-from diagnose.parsers._fabric import LftEntry
+from diagnose.parsers._fabric import LftEntry, ToolMessage
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ibroute"
 
@@ -73,6 +73,27 @@ def test_illegal_rows_and_multicast_blocks_are_not_routes_and_opensm_dump_is_rea
         (2, 2, 0, "SW"), (2, 3, 4, None), (5, 1, 3, "CA")]
     assert rows[2].switch_name == "MF0;leaf02:SX6036/U1" and rows[2].dest_name == "gpu-a101 HCA-1"
     assert res.problems == []
+
+
+def test_opensm_routing_dump_rows_and_unreachable_lids() -> None:
+    res = ibroute.parse((DATA / "ibutils_ibdm_clusters_osm_fdbs_trimmed.fdbs").read_text(), "osm.fdbs")
+    rows = [r for r in res.records if isinstance(r, LftEntry)]
+    assert res.problems == [] and len(rows) == 18
+    assert {r.switch_guid for r in rows} == {"0x0002c90109fb0000", "0x0002c90109fb3200"}
+    assert (rows[0].dest_lid, rows[0].out_port, rows[0].dest_kind, rows[0].switch_name) == (1, 5, None, None)
+    assert (rows[9].dest_lid, rows[9].out_port) == (0xA, 5)  # upper-case hex LIDs
+    res = ibroute.parse((DATA / "var_ibdiagnet2_fdbs_unreachable.fdbs").read_text(), "ibdiagnet2.fdbs")
+    (unr,) = [r for r in res.records if isinstance(r, ToolMessage)]
+    assert (unr.line, unr.level, unr.message) == (3, "error", "LID 1 UNREACHABLE from switch 0x0002c9030068ec10")
+    assert len([r for r in res.records if isinstance(r, LftEntry)]) == 9 and res.problems == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 900))
+def test_any_cut_of_the_opensm_dump_parses_without_problems(cut: int) -> None:
+    text = (DATA / "ibutils_ibdm_clusters_osm_fdbs_trimmed.fdbs").read_text()[:cut]
+    res = ibroute.parse(text, "cut.fdbs")
+    assert all(isinstance(r, LftEntry) and r.out_port >= 0 for r in res.records)
 
 
 def test_commands_map_to_the_format() -> None:

@@ -26,6 +26,7 @@ def lft_balance(ctx: Context) -> list[Finding]:
     lft = ctx.frame("LftEntry")
     if lft.empty:
         return []
+    lft = _resolved(ctx, lft)
     out: list[Finding] = []
     worst: float = 0.0
     judged = 0
@@ -52,6 +53,8 @@ def lft_balance(ctx: Context) -> list[Finding]:
         worst = max(worst, imbalance)
         described = rows["switch_name"].dropna()
         name = switch_name(str(described.iloc[0]) if not described.empty else None, str(guid))
+        if name == str(guid) and ctx.fabric is not None and str(guid) in ctx.fabric.graph:
+            name = ctx.fabric.name(str(guid))  # a dump that names no switch (OpenSM's): the topology does
         if imbalance < 1.5:
             continue
         hot = remote[remote["out_port"] == port]
@@ -73,11 +76,26 @@ def lft_balance(ctx: Context) -> list[Finding]:
     return out
 
 
+def _resolved(ctx: Context, lft: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose destination the dump does not name (OpenSM's ``osm_ucast_mgr_dump_ucast_routes``, ``ibroute -n``)
+    get its kind and GUID from the topology's LIDs."""
+    fab = ctx.fabric
+    if fab is None or not lft["dest_kind"].isna().any():
+        return lft
+    lft = lft.copy()
+    miss = lft["dest_kind"].isna()
+    guids = lft.loc[miss, "dest_lid"].map(lambda lid: fab.by_lid.get(int(lid)))
+    lft.loc[miss, "dest_guid"] = guids
+    lft.loc[miss, "dest_kind"] = guids.map(lambda g: fab.kind(g) if isinstance(g, str) else None)
+    return lft
+
+
 # ibdiagnet's routing check over the switches' LFTs (real lines quoted in tests/data/ibdiagnet_log/README.md):
 #   Unassigned LFT for lid:4 Dead end at:S7cfe900300bdf4f0/N7cfe900300bdf4f0 PLFT:0
 #   Fail to find a path from:r1i3n6/U1/1 to:r1i3n12/U1/1
 #   Error in mark route from:gs1/U1 SLID:108 to DLID:103
-_ROUTE_ERR = r"Unassigned LFT for lid|Fail to find a path from|Error in mark route from"
+#   0x0001 : UNREACHABLE   (a row of OpenSM's / ibdiagnet2.fdbs routing dump, read as "LID 1 UNREACHABLE from ...")
+_ROUTE_ERR = r"Unassigned LFT for lid|Fail to find a path from|Error in mark route from|\bUNREACHABLE from switch"
 _DEAD_END = r"Dead end at:\s*S[0-9a-fA-F]+/N(?P<guid>[0-9a-fA-F]+)"
 
 
@@ -100,11 +118,12 @@ def ibdiagnet_route_errors(ctx: Context) -> list[Finding]:
         guids = sorted({"0x" + str(g).lower().zfill(16) for g in dead})
         names = [fab.name(g) if fab is not None and g in fab.graph else g for g in guids]
         at = f", dead ends at {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
-    n_dead = int(hmsg.str.contains("Unassigned LFT", regex=False).sum())
+    n_dead = int(hmsg.str.contains("Unassigned LFT|UNREACHABLE from switch").sum())
     n_path = int(hmsg.str.contains("Fail to find a path|Error in mark route").sum())
     return [finding(
         "sm_routes_incomplete",
-        f"ibdiagnet's routing check found {len(hit)} route(s) the switches' forwarding tables do not complete"
+        f"The routing check (ibdiagnet, or the SM's routing dump) found {len(hit)} route(s) the switches' forwarding"
+        " tables do not complete"
         f" ({n_dead} LID(s) with no LFT entry at a switch{at}, {n_path} source/destination pair(s) with no path): the"
         " subnet manager did not program complete routes.",
         hit.head(4), None, {"errors": len(hit), "unassigned": n_dead, "no_path": n_path},
