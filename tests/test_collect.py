@@ -192,3 +192,16 @@ def test_triage_collect_triages_this_host_and_removes_the_bundle_unless_kept(tmp
     for args, msg in ((["--keep", str(kept)], "--keep goes with --collect"), ([], "or --collect")):
         bad = subprocess.run([*cmd[:4], *args], capture_output=True, text=True, env=env, timeout=180)
         assert bad.returncode == 2 and msg in bad.stderr
+
+
+def test_a_manifest_that_is_no_regular_file_is_never_opened(tmp_path: Path) -> None:
+    b = tmp_path / "b"
+    (b / "h1").mkdir(parents=True)
+    os.mkfifo(b / "h1" / MANIFEST)  # opening it would block until a writer came
+    (b / "h1" / "ibstat.out").write_text(IBSTAT.read_text())
+    r = subprocess.run([sys.executable, "-m", "diagnose.interfaces.cli", "triage", str(b), "--format", "json"],
+                       capture_output=True, text=True, timeout=120)  # a safety net: it returns at once
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["causes"][0]["id"] == "link.port_down"
+    assert [f["problem"] for f in out["files"] if f["path"] == "h1/manifest.json"] == ["a FIFO, not read"]

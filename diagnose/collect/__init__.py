@@ -305,8 +305,8 @@ def collect(out: Path | None, *, interval_s: float = 30.0, deadline_s: float = 3
                     runs.append((code, status, note if len(each) == 1 or not note else f"{item}: {note}"))
                     if status == "timeout" or left() <= 0:
                         break
-                if any(r[1] != "ok" for r in runs):
-                    break  # a counter read that failed or hung is not read again
+                if any(r[1] == "timeout" for r in runs) or all(r[1] != "ok" for r in runs):
+                    break  # a counter read that hung, or failed on every item, is not read again
             if tmp:
                 _keep_outdir(Path(tmp), c.out, put)
         body = "".join(parts)
@@ -359,22 +359,32 @@ def _keep_outdir(tmp: Path, into: str, put: Callable[[str, str], None]) -> None:
             put(f"{into}/{f.relative_to(tmp).as_posix()}", f.read_text(encoding="utf-8", errors="replace"))
 
 
+_MANIFEST_CAP = 16 << 20
+
+
+def _read_manifest(folder: Path) -> dict[str, object] | None:
+    """The JSON object in ``folder/manifest.json`` when that is a regular file (a FIFO or device named so is never
+    opened: a bundle is hostile input) of sane size; else None."""
+    f = folder / MANIFEST
+    try:
+        if not f.is_file() or f.stat().st_size > _MANIFEST_CAP:
+            return None
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def is_manifest(folder: Path) -> bool:
     """True when ``folder`` holds a manifest this collector wrote (a host's, the fabric's or a job's)."""
-    try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("kind") in (MANIFEST_KIND, JOB_MANIFEST_KIND)
+    data = _read_manifest(folder)
+    return data is not None and data.get("kind") in (MANIFEST_KIND, JOB_MANIFEST_KIND)
 
 
 def manifest_host(folder: Path) -> str | None:
     """The host a collected bundle folder names in its manifest (None: no manifest of ours there)."""
-    try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND or data.get("scope", "host") != "host":
+    data = _read_manifest(folder)
+    if data is None or data.get("kind") != MANIFEST_KIND or data.get("scope", "host") != "host":
         return None  # the fabric's outputs are the whole fabric's, not the host they were read from
     host = data.get("host")
     return host if isinstance(host, str) and host.strip() else None

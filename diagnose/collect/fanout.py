@@ -293,15 +293,21 @@ def _run_group(via: str, launches: list[tuple[list[str], str | None]], bound_s: 
         procs.append((p, fixed, threads))
     end = time.monotonic() + bound_s
     killed: set[str | None] = set()
-    for p, fixed, threads in procs:
-        try:
-            codes[fixed] = p.wait(timeout=max(0.0, end - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _kill(p)
-            killed.add(fixed)
-            codes[fixed] = None
-        for t in threads:
-            t.join(timeout=30)  # a descendant that left the process group may hold the pipe: do not wait for it
+    try:
+        for p, fixed, threads in procs:
+            try:
+                codes[fixed] = p.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _kill(p)
+                killed.add(fixed)
+                codes[fixed] = None
+            for t in threads:
+                t.join(timeout=30)  # a descendant that left the process group may hold the pipe: do not wait for it
+    except BaseException:  # Ctrl-C: the launchers run in their own sessions, so the terminal's signal missed them
+        for p, _, _ in procs:
+            if p.poll() is None:
+                _kill(p)
+        raise
     return killed, codes
 
 

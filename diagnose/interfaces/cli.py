@@ -315,7 +315,7 @@ def collect(
     from diagnose.collect import COLLECTORS
     from diagnose.collect import collect as run
     from diagnose.collect.fabric import FABRIC, local_ports, parse_ports, port_items
-    from diagnose.collect.fanout import CollectError, Plan, collect_job, hosts_of, pick_via, slurm_nodes
+    from diagnose.collect.fanout import Plan, collect_job, hosts_of, pick_via, slurm_nodes
 
     if interval < 0 or timeout <= 0 or deadline <= 0 or fanout < 1:
         _fail("--interval must be 0 or more, --timeout and --deadline more than 0, --fanout at least 1")
@@ -337,7 +337,7 @@ def collect(
                         remote=tuple(shlex.split(remote_diagnose)) or ("diagnose",), interval_s=interval,
                         host_timeout_s=timeout, deadline_s=deadline, fanout=fanout,
                         env_file=str(env_file) if env_file else None, options=options)
-        except CollectError as exc:
+        except ValueError as exc:  # CollectError, or --remote-diagnose that does not split
             _fail(str(exc))
             return
         err.print(Text(f"collecting on {len(targets)} hosts through {plan.via}, {fanout} at once"), soft_wrap=True)

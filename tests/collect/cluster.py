@@ -48,6 +48,7 @@ def run(host, argv, prefix, slurm):
             sys.stderr.write(f"{{prefix}}ssh: connect to host {{host}} port 22: No route to host\n")
         return 255
     if (hdir / "hang").exists():
+        (hdir / "pid").write_text(str(os.getpid()))
         subprocess.run(["sleep", "600"])
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=host_env(host, slurm),
                          stdin=subprocess.DEVNULL)
@@ -96,6 +97,14 @@ if name == "scontrol":
         sys.stderr.write("slurm_load_jobs error: Invalid job id specified\n")
         sys.exit(1)
     print(f.read_text().strip())
+elif name == "squeue":
+    o, _ = opts(args, {{"-j", "-o"}})
+    f = ROOT / "slurm" / o["-j"]
+    if not f.is_file():
+        sys.stderr.write("slurm_load_jobs error: Invalid job id specified\n")
+        sys.exit(1)
+    fields = dict(kv.split("=", 1) for kv in f.read_text().split() if "=" in kv)
+    print(f"{{fields['JobState']}}|{{fields['NodeList']}}")
 elif name == "srun":
     o, cmd = opts(args, {{"--jobid", "-w", "-N", "-n"}})
     if not (ROOT / "slurm" / o["--jobid"]).is_file():
@@ -135,7 +144,7 @@ class Cluster:
         launcher = self.bin / "launcher"
         launcher.write_text(LAUNCHER.format(python=sys.executable, root=str(root)))
         launcher.chmod(0o755)
-        for name in ("srun", "scontrol", "ssh", "pdsh", "clush"):
+        for name in ("srun", "scontrol", "squeue", "ssh", "pdsh", "clush"):
             (self.bin / name).symlink_to(launcher)
         self._script(self.bin / "diagnose", f'exec {shlex.quote(sys.executable)} -m diagnose.interfaces.cli "$@"')
         for tool in ("bash", "sleep", "cat", "sh"):

@@ -53,6 +53,7 @@ def test_a_slurm_job_is_collected_per_node_and_the_fabric_once_then_triaged_to_t
     assert outcome == {"kilo": "ok", "lima": "ok", "mike": "failed"}
     assert "No route to host" in next(h["note"] for h in top["hosts"] if h["host"] == "mike")
     assert sorted(p.name for p in out.iterdir()) == ["fabric", "kilo", "lima", "manifest.json"]  # no folder for mike
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "cluster"]  # nothing written outside --out
     for host in ("kilo", "lima"):
         man = json.loads((out / host / MANIFEST).read_text())
         assert man["host"] == host and man["slurm_node"] == host
@@ -151,6 +152,10 @@ def test_slurm_node_lists_and_their_errors(cluster: Cluster) -> None:
     with pytest.raises(CollectError, match="takes a job id"):
         slurm_nodes("4412; rm -rf /")
     (Path(cluster.path) / "scontrol").unlink()
+    assert slurm_nodes("4412") == ["gpu-a001", "gpu-a002", "gpu-a003", "gpu-b7"]  # squeue's %N
+    with pytest.raises(CollectError, match="job 4413 is PENDING"):
+        slurm_nodes("4413")
+    (Path(cluster.path) / "squeue").unlink()
     env = {"SLURM_JOB_ID": "4412", "SLURM_JOB_NODELIST": "gpu-c[07-08]"}
     assert slurm_nodes("4412", env) == ["gpu-c07", "gpu-c08"]  # inside the allocation, without scontrol
     with pytest.raises(CollectError, match="neither scontrol nor squeue"):
@@ -227,3 +232,34 @@ def test_the_fabric_from_a_host_outside_the_job_goes_by_ssh_and_local_reads_it_h
     assert res.fabric is not None and res.fabric.status == "ok" and res.fabric.folder == "fabric"
     man = json.loads((tmp_path / "b" / "fabric" / MANIFEST).read_text())
     assert man["scope"] == "fabric" and {c["status"] for c in man["commands"]} == {"missing"}  # no tools here
+
+
+def test_an_interrupted_fan_out_stops_its_launchers(cluster: Cluster, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.hanging("mike")
+    pid_file = cluster.root / "hosts" / "mike" / "pid"
+    real_wait = subprocess.Popen.wait
+
+    raised: list[bool] = []
+
+    def interrupted(self: subprocess.Popen[str], timeout: float | None = None) -> int:
+        if timeout is None or raised:  # only the fan-out's first wait is interrupted, not the kill's own
+            return real_wait(self, timeout)
+        raised.append(True)
+        for _ in range(1200):  # until the stub launcher is up (a safety bound, never reached when it starts)
+            if pid_file.is_file() and pid_file.read_text():
+                break
+            real_wait_or_none(self)
+        raise KeyboardInterrupt
+
+    def real_wait_or_none(p: subprocess.Popen[str]) -> None:
+        try:
+            real_wait(p, timeout=0.1)
+        except subprocess.TimeoutExpired:
+            pass
+
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        collect_job(tmp_path / "b", ["mike"], Plan(via="ssh", host_timeout_s=600), fabric_from=None)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)  # the launcher was killed (and reaped), not left running
