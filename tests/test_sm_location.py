@@ -28,3 +28,29 @@ def test_the_stray_master_is_located_on_its_host_and_port(tmp_path: Path) -> Non
     top = triage([tmp_path]).causes[0]
     assert top.id == "fabric.sm_problem"
     assert (top.location.host, top.location.device) == (stray_host, "mlx5_0")  # the simulator's stray runs there
+
+
+CONFIG_REPO = Path(__file__).resolve().parents[1] / "fixtures/fabric/adaptive_routing_off/positive-config-commit-between-good-and-bad-run"
+
+
+def _config_repo_at_top(tmp_path: Path) -> Path:
+    """The fixture with the opensm config repository's `git log -p` moved out of the SM's folder."""
+    import shutil
+
+    shutil.copytree(CONFIG_REPO, tmp_path / "b", ignore=shutil.ignore_patterns("sm01"))
+    shutil.copy(CONFIG_REPO / "sm01" / "opensm-etc.git-log-p.txt", tmp_path / "b" / "opensm-etc.git-log-p.txt")
+    return tmp_path / "b"
+
+
+def test_a_config_change_kept_outside_any_host_folder_is_placed_at_the_sm_node(tmp_path: Path) -> None:
+    root = _config_repo_at_top(tmp_path)
+    changed = [f for f in gather([root]).findings if f.kind == "fabric_config_changed"]
+    assert changed and all(f.location.is_empty() for f in changed)  # nothing names the SM node yet
+    # the hosts' ports report SM lid 1; sminfo names its GUID and ibhosts the host of that GUID
+    (root / "sminfo.txt").write_text("sminfo: sm lid 1 sm guid 0x0002c903000e5a11, activity count 88012 priority 15 "
+                                     "state 3 SMINFO_MASTER\n")
+    (root / "ibhosts.txt").write_text('Ca\t: 0x0002c903000e5a11 ports 1 "sm01 mlx5_0"\n')
+    changed = [f for f in gather([root]).findings if f.kind == "fabric_config_changed"]
+    assert {(f.location.host, f.location.device) for f in changed} == {("sm01", "mlx5_0")}
+    top = triage([root]).causes[0]
+    assert (top.id, top.location.host) == ("fabric.adaptive_routing_off", "sm01")

@@ -209,6 +209,17 @@ def config_changes(ctx: Context) -> list[Finding]:
     year = int(max(runs["when"]).year) if not runs.empty else None
     pairs = _pairs(runs)
     out: list[Finding] = []
+    sm_where: list[Location] = []
+
+    def _sm_place() -> Location:
+        """A fabric setting changed in a file kept outside any host folder (a config repository's log): it acts
+        where the SM runs, so the change is placed at the SM node when the bundle names it."""
+        if not sm_where:
+            from diagnose.evidence.extractors.fabric_state import sm_location
+
+            sm_where.append(sm_location(ctx))
+        return sm_where[0]
+
     for c in _changes(ctx, year):
         key, old, new = str(c["key"]), c["old"], c["new"]
         area = area_of(key, c["file"], old, new)  # type: ignore[arg-type]
@@ -246,7 +257,7 @@ def config_changes(ctx: Context) -> list[Finding]:
         out.append(finding(
             "fabric_config_changed",
             f"{where}{what}{when_s}{who}{between}.",
-            location=Location(host=c["host"]),  # type: ignore[arg-type]
+            location=Location(host=c["host"]) if c["host"] or area == "env" else _sm_place(),  # type: ignore[arg-type]
             attrs=attrs, evidence=ev,
         ))
     return out

@@ -614,6 +614,26 @@ def _sm_at(ctx: Context, guid: object = None, lid: object = None) -> tuple[Locat
     return Location(host=n.host, device=n.device, port=port), lab
 
 
+def sm_location(ctx: Context) -> Location:
+    """Where the master SM runs: the one MASTER that sminfo / ibdiagnet name, else the SM lid every HCA port
+    reports, resolved through any source that names that LID; an empty Location when nothing names it."""
+    smi = ctx.frame("SmInfo")
+    if not smi.empty:
+        masters = smi[smi["state"] == "MASTER"]
+        guids = sorted({str(g) for g in masters["sm_guid"].dropna()})
+        if len(guids) == 1:
+            lids = sorted({int(x) for x in masters["sm_lid"].dropna()})
+            return _sm_at(ctx, guids[0], lids[0] if lids else None)[0]
+        if len(guids) > 1:
+            return Location()  # SMs fighting: no one node is where the configuration acts
+    ports = ctx.frame("IbPort")
+    if not ports.empty and "sm_lid" in ports.columns:
+        sm_lids = {int(x) for x in pd.to_numeric(ports["sm_lid"], errors="coerce").dropna() if int(x) > 0}
+        if len(sm_lids) == 1:
+            return _sm_at(ctx, None, sm_lids.pop())[0]
+    return Location()
+
+
 def _log_sm_guid(sm: pd.DataFrame) -> str | None:
     """The port GUID the SM that wrote the log bound to (its last start), when the log has the line."""
     got = sm["message"].astype(str).str.extract(_SM_BIND)[0].dropna()
