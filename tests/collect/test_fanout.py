@@ -177,18 +177,23 @@ def test_host_lists_and_launcher_choice() -> None:
 
 
 def test_the_cli_refuses_what_does_not_go_together(cluster: Cluster, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from diagnose.interfaces.cli import app
+
     out = str(tmp_path / "b")
     for args, msg in ((["--slurm-job", "1", "--hosts", "a"], "not both"),
                       (["--hosts", "a", "--pid", "1"], "are for one host"),
                       (["--hosts", "gpu[3-1]"], "start after end"),
                       (["--slurm-job", "77"], "Invalid job id"),
+                      (["--hosts", "a", "--remote-diagnose", "'x"], "quotation"),
                       (["--ports", "12/1"], "--ports goes with --fabric"),
                       (["--fabric", "--ports", "x/1"], "LID/port pairs")):
-        r = _cli("--out", out, *args, path=cluster.path)
-        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+        r = CliRunner().invoke(app, ["collect", "--out", out, *args])
+        assert r.exit_code == 2 and msg in r.output, (args, r.output)
         assert not Path(out).exists()
-    r = _cli("--out", out, "--hosts", "mike", "--via", "ssh", "--timeout", "30", path=cluster.path)
-    assert r.returncode == 1 and "no host answered" in r.stderr
+    r = CliRunner().invoke(app, ["collect", "--out", out, "--hosts", "mike", "--via", "ssh", "--timeout", "30"])
+    assert r.exit_code == 1 and "no host answered" in r.output
     assert json.loads((Path(out) / MANIFEST).read_text())["hosts"][0]["status"] == "failed"
 
 
