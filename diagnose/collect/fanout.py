@@ -481,7 +481,7 @@ def collect_job(out: Path, hosts: list[str], plan: Plan, *, fabric_from: str | N
     started = time.monotonic()
     deadline = started + plan.deadline_s
     out.mkdir(parents=True, exist_ok=True)
-    folders = {h: h for h in hosts}
+    folders = {h: h if h != MANIFEST else f"{h}.host" for h in hosts}  # a folder per host, beside the manifest
     fabric_folder = FABRIC_FOLDER if FABRIC_FOLDER not in folders else f"{FABRIC_FOLDER}.collect"
     args = ["--interval", f"{plan.interval_s:g}", "--timeout", f"{plan.host_timeout_s:g}"]
     if plan.env_file:
