@@ -26,7 +26,8 @@ FABRIC_LANE_READS = frozenset({
     "Sl2VlEntry", "VlArbEntry", "SmConfigOption",  # qos_path, and the qos-policy.conf records it reads:
     "QosLevel", "QosUlp", "QosVlArbScope", "QosSl2VlScope",
     "SaPath",  # sa_paths (it names the ends through the fabric's nodes)
-    "PkeyEntry", "PartitionMember", "LftEntry"})  # partitions (LftEntry: the names it reads)
+    "PkeyEntry", "PartitionMember", "LftEntry",
+    "ConfigChange"})  # config_changes (an SM-side change is placed at the SM node, named through the fabric)  # partitions (LftEntry: the names it reads)
 
 
 def extractor(fn: Extractor | None = None, *, fabric: bool = False) -> Any:

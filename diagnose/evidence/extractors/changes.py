@@ -201,7 +201,7 @@ def _quote(v: str | None) -> str:
     return "(unset)" if v is None else f"'{v}'"
 
 
-@extractor
+@extractor(fabric=True)  # it places SM-side changes at the SM node, named through the fabric's tables
 def config_changes(ctx: Context) -> list[Finding]:
     if not ctx.has("ConfigChange") and not ctx.has("SmEvent"):
         return []
@@ -217,7 +217,8 @@ def config_changes(ctx: Context) -> list[Finding]:
         if not sm_where:
             from diagnose.evidence.extractors.fabric_state import sm_location
 
-            sm_where.append(sm_location(ctx))
+            named = ctx.fabric is not None or ctx.has("SmInfo") or ctx.has("IbPort")  # a source that can name the SM
+            sm_where.append(sm_location(ctx) if named else Location())
         return sm_where[0]
 
     for c in _changes(ctx, year):
