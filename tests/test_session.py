@@ -64,3 +64,10 @@ def test_a_quoted_fenced_paste_reads_as_the_log_with_its_own_line_numbers(tmp_pa
     ev = gather([tmp_path], None)
     hit = [f for f in ev.findings if f.kind == "nccl_ib_no_device"]
     assert hit and hit[0].evidence[0].line == 2 and hit[0].location.host == "host1"
+
+
+def test_every_command_names_a_format_a_parser_reads() -> None:
+    from diagnose.bundle.session import COMMANDS
+    from diagnose.parsers import formats
+
+    assert {cmd: fmt for cmd, fmt in COMMANDS.items() if fmt not in set(formats())} == {}

@@ -27,7 +27,7 @@ COMMANDS: dict[str, str] = {
     "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "lsmod": "lsmod", "lspci": "lspci",
     "perfquery": "perfquery", "dmesg": "dmesg", "journalctl": "dmesg", "df": "df", "ulimit": "ulimit",
     "env": "env", "printenv": "env", "export": "env", "ibdev2netdev": "ibdev2netdev", "iblinkinfo": "iblinkinfo",
-    "ibnetdiscover": "ibnetdiscover", "sminfo": "sminfo", "ethtool": "ethtool", "mlxlink": "mlxlink",
+    "ibnetdiscover": "ibnetdiscover", "sminfo": "sminfo", "ethtool": "ethtool_stats", "mlxlink": "mlxlink",
     "ibqueryerrors": "ibqueryerrors", "dcgmi": "dcgmi", "rdma": "rdma_statistic", "smpquery": "smpquery",
     "saquery": "saquery",
     "ibportstate": "smpquery",
