@@ -61,6 +61,40 @@ def _release_problems(root: Path | None, rule_ids: set[str]) -> list[CatalogErro
     return out
 
 
+def _vocabulary_problems(cat: object, rel_of: dict[str, str]) -> list[CatalogError]:
+    """Rules against the declared finding vocabulary (diagnose/evidence/vocabulary.py): a clause naming a kind or a
+    ``where`` attribute nothing emits never matches, so a typo there silently drops evidence; a declared kind that
+    no rule weighs and that is not declared as shown-only is dead."""
+    from diagnose.catalog.messages import load_messages
+    from diagnose.evidence.vocabulary import KINDS, NOT_WEIGHED
+
+    out: list[CatalogError] = []
+    weighed: set[str] = set()
+    for rid, spec in sorted(cat.rules.items()):  # type: ignore[attr-defined]
+        for side, clauses in (("supports", spec.evidence.supports), ("against", spec.evidence.against),
+                              ("expects", spec.evidence.expects)):
+            for c in clauses:
+                weighed.add(c.finding)
+                where = f"{side} clause '{c.id}'" if getattr(c, "id", None) else f"a {side} clause"
+                if c.finding not in KINDS:
+                    out.append(CatalogError(rel_of[rid], 0, f"{where} names finding '{c.finding}', which nothing "
+                                                             "emits (not in diagnose/evidence/vocabulary.py)"))
+                    continue
+                extra = sorted(set(c.where) - KINDS[c.finding])
+                if extra:
+                    out.append(CatalogError(rel_of[rid], 0, f"{where} tests attribute(s) {', '.join(extra)} that "
+                                                             f"finding '{c.finding}' never carries"))
+    for e in load_messages(None).entries:
+        if e.finding not in KINDS:
+            out.append(CatalogError("rules/_messages", 0, f"message '{e.id}' yields finding '{e.finding}', which is "
+                                                          "not declared in diagnose/evidence/vocabulary.py"))
+    dead = sorted(set(KINDS) - weighed - NOT_WEIGHED - CONSUMED_KINDS)
+    for k in dead:
+        out.append(CatalogError("diagnose/evidence/vocabulary.py", 0, f"finding '{k}' is declared, but no rule "
+                                                                      "weighs it and it is not in NOT_WEIGHED"))
+    return out
+
+
 def lint(root: Path | None = None, sites: list[Path] | None = None) -> list[CatalogError]:
     """The catalog's problems: the built-in one, and the site rule packs loaded with it (``sites``, by default the
     site configuration's), whose rules need a playbook, and fixtures when the pack has a fixtures/ folder."""
@@ -85,6 +119,9 @@ def lint(root: Path | None = None, sites: list[Path] | None = None) -> list[Cata
                 if not (d / "README.md").is_file():
                     problems.append(CatalogError(d.relative_to(base).as_posix(), 0, "fixture lacks README.md"))
     problems += _message_problems(root, cat)
+    rel_of = {rid: (f"{cat.root_of(rid).as_posix()}/rules/{rid.removeprefix(SITE_PREFIX).replace('.', '/')}.yaml"
+                    if rid.startswith(SITE_PREFIX) else f"rules/{rid.replace('.', '/')}.yaml") for rid in cat.rules}
+    problems += _vocabulary_problems(cat, rel_of)
     problems += _release_problems(root, set(cat.rules))
     builtin = len(cat.builtin())
     if builtin != PINNED_RULE_COUNT:

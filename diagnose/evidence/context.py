@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from diagnose.evidence import vocabulary
 from diagnose.evidence.frames import message_frame
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
@@ -102,6 +103,18 @@ def refs(df: pd.DataFrame, kind: str, limit: int = MAX_REFS) -> list[EvidenceRef
     ]
 
 
+UNDECLARED: set[str] = set()  # what was emitted outside the vocabulary (the tests fail on any)
+
+
+def _undeclared(bad: list[str]) -> None:
+    new = [b for b in bad if b not in UNDECLARED]
+    if new:
+        UNDECLARED.update(new)
+        import structlog
+
+        structlog.get_logger("diagnose.evidence").warning("finding_undeclared", problems=new)
+
+
 def finding(
     kind: str,
     summary: str,
@@ -110,6 +123,9 @@ def finding(
     attrs: dict[str, str | int | float | bool | None] | None = None,
     evidence: list[EvidenceRef] | None = None,
 ) -> Finding:
+    bad = vocabulary.problems(kind, attrs)
+    if bad:
+        _undeclared(bad)
     ev = evidence if evidence is not None else (refs(df, kind) if df is not None else [])
     count = len(df) if df is not None and not df.empty else max(1, len(ev))
     return Finding(
