@@ -793,3 +793,133 @@ def parse_floor_tree(root: Path) -> float:
                         break
                     block.decode("utf-8", errors="replace").split("\n")
     return time.perf_counter() - t
+
+
+@dataclass
+class HostileRow:
+    case: str
+    command: str
+    code: int  # the exit code (negative: the signal that ended it)
+    wall_s: float
+    peak_rss_mib: float  # the largest resident set of the command or a child it waited for (wait4's ru_maxrss)
+    peak_pss_mib: float  # its processes' summed proportional set size at its highest, sampled (0: no /proc)
+    stderr_lines: int
+    clean: bool  # no traceback, no internal error
+
+    def within(self, mib: float, seconds: float) -> bool:
+        return self.code in (0, 2) and self.clean and max(self.peak_rss_mib, self.peak_pss_mib) < mib and \
+            self.wall_s < seconds
+
+
+HOSTILE_MIB = 1536.0  # the bound the hostile corpus is measured against: 1.5 GB of memory...
+HOSTILE_S = 60.0  # ...and 60 s per case
+
+
+def run_measured(cmd: list[str], timeout: float, cap_mib: float = 0.0) -> tuple[int, float, float, float, str]:
+    """Run ``cmd``: its exit code, wall seconds, peak RSS (MiB, from ``wait4``), peak summed PSS of its process
+    tree (MiB, sampled every ``SAMPLE_S``) and its stderr. Killed past ``timeout`` or once its processes hold more
+    than ``cap_mib`` (0: no cap; so that a case that does not hold its bound cannot take the machine down): the
+    code is then -9."""
+    import os
+    import signal
+    import subprocess
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errs:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=errs, stdin=subprocess.DEVNULL, start_new_session=True)
+        peak = 0
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            now = sum(_pss_kib(p) for p in _tree(proc.pid))
+            peak = max(peak, now)
+            if time.perf_counter() - t > timeout or 0 < cap_mib < now / 1024:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(SAMPLE_S)
+        wall = time.perf_counter() - t
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # a child it left behind
+        except OSError:
+            pass
+        errs.seek(0)
+        return code, wall, usage.ru_maxrss / 1024, peak / 1024, errs.read().decode("utf-8", "replace")
+
+
+def bench_hostile(workdir: Path | None = None, full: bool = True, commands: tuple[str, ...] = ("triage", "evidence"),
+                  timeout: float = 300.0, cap_mib: float = 4096.0, progress: Callable[[str], None] | None = None
+                  ) -> list[HostileRow]:
+    """Build the hostile corpus (:mod:`diagnose.bundle.hostile`, full size: bombs that expand to GBs) in a temporary
+    folder and run each case with each of ``commands`` in a process of its own, at the default limits: exit code,
+    wall time, peak memory (a run is stopped past ``timeout`` seconds or ``cap_mib``, see :func:`run_measured`).
+    ``full=False``: the scaled-down corpus (seconds, for a check of the bench itself)."""
+    import sys
+
+    from diagnose.bundle import hostile
+
+    tmp = Path(tempfile.mkdtemp(prefix="diagnose-hostile-", dir=workdir))
+    rows: list[HostileRow] = []
+    try:
+        if progress:
+            progress("building the corpus")
+        cases = hostile.build(tmp / "corpus", hostile.FULL if full else hostile.SMALL)
+        for case in cases:
+            for command in commands:
+                if progress:
+                    progress(f"{case.name}: {command}")
+                code, wall, rss, pss, err = run_measured(
+                    [sys.executable, "-m", "diagnose.interfaces.cli", command, *case.paths, "--format", "json"],
+                    timeout, cap_mib)
+                rows.append(HostileRow(case.name, command, code, wall, rss, pss, len(err.splitlines()),
+                                       "Traceback" not in err and "internal error" not in err))
+    finally:
+        remove_tree(tmp)
+    return rows
+
+
+def remove_tree(root: Path) -> None:
+    """Remove ``root`` and all under it, folders made unreadable and 2,500 levels of nesting included (an explicit
+    stack: ``shutil.rmtree`` and ``os.walk`` recurse, past Python's recursion limit there)."""
+    import os
+    import stat
+
+    folders: list[str] = []
+    stack = [str(root)]
+    while stack:
+        d = stack.pop()
+        try:
+            os.chmod(d, stat.S_IRWXU)
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        folders.append(d)
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+            else:
+                try:
+                    os.unlink(e.path)
+                except OSError:
+                    pass
+    for d in reversed(folders):  # the deepest first
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+def hostile_table(rows: list[HostileRow]) -> str:
+    lines = [f"{'case':<24} {'command':<9} {'exit':>4} {'wall s':>7} {'RSS MiB':>8} {'PSS MiB':>8} {'stderr':>6}  "
+             f"under {HOSTILE_MIB / 1024:.1f} GB and {HOSTILE_S:.0f} s"]
+    for r in rows:
+        lines.append(f"{r.case:<24} {r.command:<9} {r.code:>4} {r.wall_s:>7.1f} {r.peak_rss_mib:>8.0f} "
+                     f"{r.peak_pss_mib:>8.0f} {r.stderr_lines:>6}  "
+                     f"{'yes' if r.within(HOSTILE_MIB, HOSTILE_S) else 'NO' + ('' if r.clean else ' (traceback)')}")
+    bad = [r for r in rows if not r.within(HOSTILE_MIB, HOSTILE_S)]
+    lines.append(f"{len(rows) - len(bad)} of {len(rows)} runs within bounds; worst: "
+                 f"{max(max(r.peak_rss_mib, r.peak_pss_mib) for r in rows):.0f} MiB, "
+                 f"{max(r.wall_s for r in rows):.1f} s" if rows else "no runs")
+    return "\n".join(lines)

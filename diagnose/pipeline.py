@@ -15,7 +15,7 @@ import structlog
 
 from diagnose import forked, parsers, pooled
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
-from diagnose.bundle.loader import iter_text_chunks, preview_inputs, read_capped, read_whole, tail_text
+from diagnose.bundle.loader import iter_text_chunks, one_line, preview_inputs, read_capped, read_whole, tail_text
 from diagnose.bundle.normalize import clean_pasted
 from diagnose.bundle.session import segments
 from diagnose.bundle.sniff import HEAD_CHARS as SNIFF_HEAD_CHARS
@@ -186,6 +186,10 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
     records, files, formats = len(ev.records), len(ev.files), set(ev.formats)
     try:
         call_limited(limits.max_file_seconds, _parse_file_now, bf, ev, limits, progress, mapped)
+        for k in range(files, len(ev.files)):  # a problem is one line, whatever a parser's message held
+            fe = ev.files[k]
+            if fe.problem and ("\n" in fe.problem or "\r" in fe.problem):
+                ev.files[k] = fe.model_copy(update={"problem": one_line(fe.problem)})
     except TimeLimit:
         del ev.records[records:]
         del ev.files[files:]

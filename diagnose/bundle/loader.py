@@ -127,7 +127,7 @@ def iter_text_chunks(src: StreamSource, limits: LoadLimits, problems: list[str])
                 yield line_no, text
                 line_no += text.count("\n")
     except (OSError, EOFError, zlib.error) as exc:  # truncated or corrupt (a flipped byte in a gzip member)
-        problems.append(f"read stopped early: {exc}")
+        problems.append(f"read stopped early: {one_line(exc)}")
     if carry:
         text, n, z = _decode_clipped(carry, limits)
         clipped += n
@@ -373,7 +373,7 @@ def _gunzip_capped(data: bytes, cap: int) -> tuple[bytes, str | None]:
     except (OSError, EOFError, zlib.error) as exc:
         if not out:
             raise
-        return b"".join(out), f"truncated or corrupt gzip after {total:,} bytes ({exc}): what came before was read"
+        return b"".join(out), f"truncated or corrupt gzip after {total:,} bytes ({one_line(exc)}): what came before was read"
     return b"".join(out)[:cap], (f"gzip member decompresses to more than {cap // 1048576} MiB: only its first part"
                                  " was read")
 
@@ -384,7 +384,7 @@ def _from_bytes(rel: str, data: bytes, limits: LoadLimits, total_size: int | Non
         try:
             data, note = _gunzip_capped(data, limits.max_file_bytes)  # never more than the cap (a gzip bomb)
         except (OSError, EOFError, zlib.error) as exc:
-            return BundleFile(rel, None, [f"truncated or corrupt gzip ({exc})"], _host_hint(rel))
+            return BundleFile(rel, None, [f"truncated or corrupt gzip ({one_line(exc)})"], _host_hint(rel))
         if note:
             problems.append(note)
     if _looks_binary(data[:8192]):
@@ -499,7 +499,7 @@ def _iter_tar(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[Bun
                 else:
                     yield _from_bytes(rel, fh.read(), limits)
     except (tarfile.TarError, OSError, EOFError) as exc:
-        yield BundleFile(prefix, None, [f"archive could not be read completely: {exc}"])
+        yield BundleFile(prefix, None, [f"archive could not be read completely: {one_line(exc)}"])
 
 
 def _iter_zip(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[BundleFile]:
@@ -534,7 +534,7 @@ def _iter_zip(path: str | Path, prefix: str, limits: LoadLimits) -> Iterator[Bun
                 else:
                     yield _from_bytes(rel, data, limits)
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        yield BundleFile(prefix, None, [f"archive could not be read completely: {exc}"])
+        yield BundleFile(prefix, None, [f"archive could not be read completely: {one_line(exc)}"])
 
 
 _MAGIC_BYTES = 262  # enough for a tar header's "ustar" at offset 257
@@ -642,6 +642,14 @@ def _given(raw: str | os.PathLike[str]) -> Path | str:
 def _short(text: str, n: int = 120) -> str:
     text = printable(text)
     return text if len(text) <= n else text[: n // 2] + "..." + text[-n // 2:]
+
+
+def one_line(what: object) -> str:
+    """``str(what)`` on one line (tarfile's and some parsers' messages run over several): its lines joined."""
+    text = str(what)
+    if "\n" not in text and "\r" not in text:
+        return text
+    return "; ".join(ln.strip(" -\t") for ln in text.splitlines() if ln.strip(" -\t"))
 
 
 def printable(name: str) -> str:

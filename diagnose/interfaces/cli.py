@@ -673,6 +673,27 @@ def bench_parse_cmd(
     typer.echo(res.table())
 
 
+@bench_app.command("hostile")
+def bench_hostile_cmd(
+    small: Annotated[bool, typer.Option(help="The scaled-down corpus the tests use (seconds), not the full one.")]
+    = False,
+    timeout: Annotated[float, typer.Option(help="Seconds after which a case is stopped (shown with exit -9).")]
+    = 300.0,
+    memory_cap: Annotated[int, typer.Option(help="MiB past which a case is stopped (shown with exit -9); 0: none.")]
+    = 4096,
+) -> None:
+    """The hostile corpus (compression bombs, FIFOs, /dev/zero, link loops, deep folders, corrupt gzip, odd names,
+    absurd numbers) through triage and evidence, each run in its own process: exit code, wall time, peak memory."""
+    from diagnose.bench import bench_hostile, hostile_table
+
+    if not timeout > 0 or memory_cap < 0:
+        _fail("--timeout must be more than 0 and --memory-cap 0 or more")
+    with err.status("building the hostile corpus") as status:
+        rows = bench_hostile(full=not small, timeout=timeout, cap_mib=memory_cap,
+                             progress=lambda what: status.update(what))
+    typer.echo(hostile_table(rows))
+
+
 @bench_app.command("accuracy")
 def bench_accuracy_cmd(
     root: Annotated[Path, typer.Argument(help="Folder of fixture bundles (each with an expect.yaml).")] = Path("fixtures"),
