@@ -209,3 +209,17 @@ def test_a_manifest_that_is_no_regular_file_is_never_opened(tmp_path: Path) -> N
     out = json.loads(r.stdout)
     assert out["causes"][0]["id"] == "link.port_down"
     assert [f["problem"] for f in out["files"] if f["path"] == "h1/manifest.json"] == ["a FIFO, not read"]
+
+
+def test_a_manifest_that_links_out_of_the_bundle_names_no_host(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / MANIFEST).write_text(json.dumps({"kind": "diagnose-collect", "host": "stolen-name"}))
+    b = tmp_path / "b"
+    (b / "h1").mkdir(parents=True)
+    (b / "h1" / MANIFEST).symlink_to(outside / MANIFEST)
+    (b / "h1" / "ibstat.out").write_text(IBSTAT.read_text())
+    from diagnose.pipeline import triage
+
+    d = triage([b])
+    assert "stolen-name" not in {c.location.host for c in d.causes}

@@ -699,8 +699,7 @@ class _Manifests:
         if folder not in self.cache:
             from diagnose.collect import manifest_host
 
-            self.cache[folder] = manifest_host(self.root / folder) if (self.root / folder / "manifest.json").is_file() \
-                else None
+            self.cache[folder] = manifest_host(self.root / folder)  # a regular file inside the bundle only
         return self.cache[folder]
 
     def is_manifest(self, rel: str) -> bool:

@@ -364,10 +364,11 @@ _MANIFEST_CAP = 16 << 20
 
 def _read_manifest(folder: Path) -> dict[str, object] | None:
     """The JSON object in ``folder/manifest.json`` when that is a regular file (a FIFO or device named so is never
-    opened: a bundle is hostile input) of sane size; else None."""
+    opened: a bundle is hostile input) of sane size and not a symbolic link (which could lead out of the bundle);
+    else None."""
     f = folder / MANIFEST
     try:
-        if not f.is_file() or f.stat().st_size > _MANIFEST_CAP:
+        if f.is_symlink() or not f.is_file() or f.stat().st_size > _MANIFEST_CAP:
             return None
         data = json.loads(f.read_text(encoding="utf-8"))
     except (OSError, ValueError):
