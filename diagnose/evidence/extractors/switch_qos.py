@@ -64,27 +64,28 @@ def switch_lossless_queues(ctx: Context) -> list[Finding]:
     for sw, grp in hit.groupby("sw", sort=True):
         grp = grp.sort_values(["drops", "port"], ascending=[False, True])
         top = grp.iloc[0]
-        seen = pfc[(pfc["sw"] == sw) & pfc["prio"].isin(sorted(set(grp["prio"].astype(int))))] if not pfc.empty \
-            else pfc
-        paused = int(seen["n"].sum()) if not seen.empty else None
-        at_port = int(seen.loc[seen["port"] == top["port"], "n"].sum()) if not seen.empty else None
-        ports = list(dict.fromkeys(grp["port"].astype(str)))
-        pfc_txt = ("PFC counters not collected" if paused is None else
-                   f"and not one PFC pause frame was sent or received on priority "
-                   f"{','.join(map(str, sorted(set(grp['prio'].astype(int)))))} on any port: PFC is not enabled there"
-                   if paused == 0 else f"although {paused} PFC pause frames were counted on that priority"
-                   " (pausing started too late: headroom or buffers)")
+        drop_prios = sorted(set(grp["prio"].astype(int)))
+        seen = pfc[(pfc["sw"] == sw) & pfc["prio"].isin(drop_prios)] if not pfc.empty else None
+        at_top = seen[seen["port"] == top["port"]] if seen is not None else None
+        paused = int(seen["n"].sum()) if seen is not None and not seen.empty else None
+        if paused is None:
+            pfc_txt = "PFC counters not collected"
+        elif paused == 0:
+            pfc_txt = (f"and not one PFC pause frame was sent or received on priority {','.join(map(str, drop_prios))}"
+                       " on any port: PFC is not enabled there")
+        else:
+            pfc_txt = (f"although {paused} PFC pause frames were counted on that priority (pausing started too late:"
+                       " headroom or buffers)")
         where = f"{sw} " if sw else ""
         out.append(finding(
             "switch_lossless_queue_drops",
             f"The switch {where}dropped {int(grp['drops'].sum())} packets on its lossless queue"
             f" ({', '.join(f'{p} {q_}' for p, q_ in zip(grp['port'].head(3), grp['queue'].head(3), strict=True))}"
             f"{', ...' if len(grp) > 3 else ''}; lossless by {basis}), {pfc_txt}.",
-            pd.concat([grp.head(3), seen[seen["port"] == top["port"]].head(1)]) if seen is not None and not seen.empty
-            else grp.head(3),
-            Location(device=f"{sw} {top['port']}".strip() if sw else str(top["port"])),
-            {"drops": int(grp["drops"].sum()), "ports": len(ports), "pfc_frames": paused,
-             "pfc_seen": None if paused is None else paused > 0, "port_pfc_frames": at_port,
-             "prio": int(top["prio"])},
+            pd.concat([grp.head(3), at_top.head(1)]) if at_top is not None else grp.head(3),
+            Location(device=f"{where}{top['port']}"),
+            {"drops": int(grp["drops"].sum()), "ports": int(grp["port"].nunique()), "pfc_frames": paused,
+             "pfc_seen": None if paused is None else paused > 0,
+             "port_pfc_frames": int(at_top["n"].sum()) if paused is not None else None, "prio": int(top["prio"])},
         ))
     return out
