@@ -26,6 +26,7 @@ import structlog
 
 from diagnose import gcpause, memtune
 from diagnose import pipeline as _pl
+from diagnose.budget import RecordBudget
 from diagnose.bundle import BundleFile, LoadLimits
 from diagnose.evidence.context import Context
 from diagnose.evidence.extractors import FABRIC_TABLES
@@ -377,15 +378,22 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
     def parse(batch: list[int]) -> None:
         nonlocal early
         parts = []
-        for i in batch:
-            part = _pl.Evidence()
-            _pl._parse_file(files[i], part, limits, mapped=True)  # if a dump shrinks under it, this process dies
-            if own_fabric:
-                owned, part.records = _pl._owned(part.records)
-                if owned:
-                    kept[i] = owned
-                    early = None  # rows it was not built with
-            parts.append(part)
+        try:
+            for i in batch:
+                part = _pl.Evidence()
+                _pl._parse_file(files[i], part, limits, mapped=True)  # if a dump shrinks under it, this process dies
+                if own_fabric:
+                    owned, part.records = _pl._owned(part.records)
+                    if owned:
+                        kept[i] = owned
+                        early = None  # rows it was not built with
+                parts.append(part)
+        except RecordBudget:  # past this process's share of the budget: the parent parses them, and finds it spent
+            for i in batch:
+                if kept.pop(i, None) is not None:
+                    early = None
+            os.write(results_fd, f"{','.join(map(str, batch))} -\n".encode())
+            return
         mib = _pl._peak_mib()
         for part in parts:
             part.second_core_peak_mib = mib
@@ -556,6 +564,7 @@ def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecon
         if got is None:
             here(i)
             return
+        _pl._taken(got)
         parts[i] = got
         done += 1
         if progress:

@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 
 from diagnose import forked, parsers, pooled
+from diagnose.budget import RecordBudget, held, record_bytes
 from diagnose.bundle import BundleFile, LoadLimits, load_inputs, sniff_file
 from diagnose.bundle.loader import iter_text_chunks, one_line, preview_inputs, read_capped, read_whole, tail_text
 from diagnose.bundle.normalize import clean_pasted
@@ -61,6 +62,11 @@ class Evidence:
     symptoms: list[Symptom] = field(default_factory=list)
     formats: set[str] = field(default_factory=set)
     second_core_peak_mib: float = 0.0  # peak RSS of the process that parsed bulk dumps, when one did
+    record_bytes: int = 0  # the estimated size of the records its files gave (see diagnose.budget)
+
+
+class _Spent(Exception):  # noqa: N818 - the record budget passed mid-file (see diagnose.budget)
+    pass
 
 
 def _parse_binary(bf: BundleFile, ev: Evidence) -> bool:
@@ -183,22 +189,51 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
     this one, the forked child or the pool's worker, each enforcing it on its own parse). Past the limit, what the
     file gave so far is dropped and the file is listed with the limit (a ``file_problem``). ``mapped``: bulk dumps
     are mapped, not read (see :func:`read_whole`: the child only)."""
+    if held.spent:  # the record budget was spent by the files before this one (serially, in path order)
+        ev.files.append(FileEntry(path=bf.path, format="unknown", records=0,
+                                  problem="; ".join([*dict.fromkeys(bf.problems), held.skipped()])))
+        return
     records, files, formats = len(ev.records), len(ev.files), set(ev.formats)
     try:
         call_limited(limits.max_file_seconds, _parse_file_now, bf, ev, limits, progress, mapped)
+        cost = record_bytes(ev.records[records:])
+        if not held.fits(cost):
+            raise _Spent
+        held.charge(cost)
+        ev.record_bytes += cost
         for k in range(files, len(ev.files)):  # a problem is one line, whatever a parser's message held
             fe = ev.files[k]
             if fe.problem and ("\n" in fe.problem or "\r" in fe.problem):
                 ev.files[k] = fe.model_copy(update={"problem": one_line(fe.problem)})
     except TimeLimit:
-        del ev.records[records:]
-        del ev.files[files:]
-        ev.formats.intersection_update(formats)
+        _drop(bf, ev, records, files, formats, time_limit_note(limits.max_file_seconds))
         log.warning("file_time_limit", file=bf.path, seconds=limits.max_file_seconds, stage="parse")
-        sn = bf.sniffed
-        fmt = "+".join(sn.formats) if sn is not None and sn.formats else "unknown"
-        ev.files.append(FileEntry(path=bf.path, format=fmt, records=0, problem="; ".join(
-            [*dict.fromkeys(bf.problems), time_limit_note(limits.max_file_seconds)])))
+    except _Spent:
+        if not held.serial:
+            del ev.records[records:]
+            raise RecordBudget(held.limit) from None
+        held.spent = True
+        _drop(bf, ev, records, files, formats, held.note())
+        log.warning("record_budget_spent", file=bf.path, limit_mib=held.limit >> 20)
+
+
+def _taken(part: Evidence) -> None:
+    """A file's Evidence that another process parsed, counted here: this process holds it now (a part whose records
+    pass the budget raises :class:`RecordBudget`, as one parsed here would)."""
+    if not held.fits(part.record_bytes):
+        raise RecordBudget(held.limit)
+    held.charge(part.record_bytes)
+
+
+def _drop(bf: BundleFile, ev: Evidence, records: int, files: int, formats: set[str], note: str) -> None:
+    """What ``bf`` gave to ``ev`` taken back (past ``records`` and ``files``, formats not in ``formats``), and the
+    file listed with ``note``, the limit it hit."""
+    del ev.records[records:]
+    del ev.files[files:]
+    ev.formats.intersection_update(formats)
+    sn = bf.sniffed
+    fmt = "+".join(sn.formats) if sn is not None and sn.formats else "unknown"
+    ev.files.append(FileEntry(path=bf.path, format=fmt, records=0, problem="; ".join([*dict.fromkeys(bf.problems), note])))
 
 
 def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Progress | None = None,
@@ -262,7 +297,12 @@ def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: 
         budget: dict[str, int] = {}  # the catalog's hits per entry across the chunks of this file
         if streamed:
             done = 0
+            seen, cost = first, 0  # the records of the chunks so far, and their estimated size
             for first_line, chunk in iter_text_chunks(bf.stream, limits, problems):
+                cost += record_bytes(ev.records[seen:])
+                seen = len(ev.records)
+                if not held.fits(cost):  # a file streamed from disk may hold any number of records
+                    raise _Spent
                 pre = Prefetch(chunk)  # the catalog's prefilter on this chunk, beside the parsers
                 for mod in streamed:
                     n += _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
@@ -506,6 +546,8 @@ _HAND_OVER = 256  # small files handed to an idle second process at a time
 def _parse_here(bf: BundleFile, limits: LoadLimits, progress: Progress | None = None) -> Evidence:
     part = Evidence()
     _parse_file(bf, part, limits, progress)
+    bf.text = bf.data = None  # its records hold what it said: the text is not held on to the end (a parse that
+    # must start again in path order, see diagnose.budget, loads the input again)
     if bf.stream is not None:
         # a large file's records live until the run ends and hold no cycles: frozen, the collections that the
         # rest of the parse triggers do not walk them again (gather() unfreezes everything at its end)
@@ -756,6 +798,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
     # The child is forked as soon as the large files are known (listed, their heads read), before the thousands
     # of small files are read (~0.3 s at 4,096 hosts): it starts on the dumps while this process reads the rest.
     second: forked._ForkSecond | None = None
+    held.begin(limits.max_record_bytes, serial=False)  # before the fork: the child counts its own records
     preview = preview_inputs(paths, limits) if paths and _can_fork() else None
     if preview is not None and _worth_a_second(preview, limits):
         second = forked._ForkSecond.start(preview, limits, spill, own_fabric=not keep_records)
@@ -776,20 +819,41 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
         second = forked._ForkSecond.start(files, limits, spill, own_fabric=not keep_records)
     offload = set(second.bulk) if second is not None else _offloadable(files, limits, pool=True)
     remote: _RemoteLane | None = None
+    held.serial = not offload  # one process, in path order
     try:
-        if second is not None and offload:
-            parts = forked._parse_forked(files, offload, second, limits, progress)
-            if second.own_fabric:
-                remote = _RemoteLane(second, files, limits, parts, spill)
-        else:
-            if second is not None:
-                second.close()
-            parts = pooled._parse_pooled(files, offload, limits, progress, spill)
+        try:
+            if second is not None and offload:
+                parts = forked._parse_forked(files, offload, second, limits, progress)
+                if second.own_fabric:
+                    remote = _RemoteLane(second, files, limits, parts, spill)
+            else:
+                if second is not None:
+                    second.close()
+                parts = pooled._parse_pooled(files, offload, limits, progress, spill)
+            if not held.serial and held.limit and sum(p.record_bytes for p in parts) > held.limit:
+                raise RecordBudget(held.limit)  # each process stayed under it, but not both together
+        except RecordBudget:
+            # the bundle's records pass the budget: which files are left out must not depend on which process
+            # parsed what first, so it is parsed again, in one process, in path order (see diagnose.budget)
+            if remote is not None:
+                remote.second.close(kill=True)
+            elif second is not None:
+                second.close(kill=True)
+            remote = second = None
+            parts = files = []
+            log.warning("record_budget_reparse", limit_mib=limits.max_record_bytes >> 20)
+            files = load_inputs(paths, limits)
+            held.begin(limits.max_record_bytes, serial=True)
+            for k, bf in enumerate(files):
+                parts.append(_parse_here(bf, limits, progress))
+                if progress:
+                    progress(bf.path, k + 1, len(files))
         for part in parts:  # merged in file order: the result does not depend on timing
             ev.records.extend(part.records)
             ev.files.extend(part.files)
             ev.formats |= part.formats
             ev.second_core_peak_mib = max(ev.second_core_peak_mib, part.second_core_peak_mib)
+            ev.record_bytes += part.record_bytes
         del parts
         found = _findings(ev, symptom, symptom_source, limits, keep_records, spill, remote, pause)
     except BaseException:  # an error or an interrupt here: the child is stopped, not waited for

@@ -43,7 +43,12 @@ class _Spilled:
 def _parse_part(bf: BundleFile, limits: LoadLimits, spill_dir: str | None = None) -> _pl.Evidence | _Spilled:
     """One file parsed into its own Evidence (in the second process); left in ``spill_dir`` when given."""
     part = _pl.Evidence()
-    _pl._parse_file(bf, part, limits)
+    saved = vars(_pl.held).copy()  # (the same process when a test stands in for the pool: its count is kept)
+    _pl.held.begin(limits.max_record_bytes, serial=False)  # each file bounded alone here; the caller counts the whole
+    try:
+        _pl._parse_file(bf, part, limits)
+    finally:
+        vars(_pl.held).update(saved)
     part.second_core_peak_mib = _pl._peak_mib()
     if spill_dir is None:
         return part
@@ -93,10 +98,12 @@ def _collect(part: Future[_pl.Evidence] | _Handed, bf: BundleFile, limits: LoadL
              ) -> _pl.Evidence:
     """The Evidence the second process made of ``bf``; parsed here when it failed."""
     try:
-        return part.batch.result()[part.pos] if isinstance(part, _Handed) else _unspill(part.result())
-    except Exception as exc:  # noqa: BLE001
+        got = part.batch.result()[part.pos] if isinstance(part, _Handed) else _unspill(part.result())
+    except Exception as exc:  # noqa: BLE001 - the record budget included: parsed here, where the whole is counted
         log.warning("parallel_parse_failed", file=bf.path, error=repr(exc))
         return _pl._parse_here(bf, limits, progress)
+    _pl._taken(got)
+    return got
 
 
 def _second_core() -> ProcessPoolExecutor | None:
@@ -142,7 +149,22 @@ def _parse_pooled(files: list[BundleFile], offload: set[int], limits: LoadLimits
     smalls = set(small)
     mine = [i for i in range(len(files)) if i not in smalls and (pool is None or i not in offload)]
     queue = collections.deque(mine + small)
-    small_left = len(small)  # the last ones in the queue
+    try:
+        return _drain(files, parts, queue, len(small), starter, failed, pool, executor, busy, limits, progress)
+    except BaseException:  # the record budget passed (see diagnose.budget), or an interrupt: nothing waited for
+        if starter is not None:
+            starter.join()
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+        raise
+
+
+def _drain(files: list[BundleFile], parts: list[Any], queue: collections.deque[int], small_left: int,
+           starter: threading.Thread | None, failed: list[BaseException], pool: ProcessPoolExecutor | None,
+           executor: ProcessPoolExecutor | None, busy: list[Future[Any]], limits: LoadLimits,
+           progress: _pl.Progress | None) -> list[_pl.Evidence]:
+    """:func:`_parse_pooled`'s loop: the queue parsed here (handing batches of its small files, from the back, to an
+    idle second process), then the second process's results collected, in file order."""
     done = 0
     while queue:
         i = queue.popleft()

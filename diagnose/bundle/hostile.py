@@ -43,7 +43,7 @@ SMALL = Scale(member_bytes=256 << 10, members=24, zeros_bytes=1 << 20, zeros=4, 
 # LoadLimits for SMALL: each limit the bombs hit at FULL with the defaults, hit at a 64th of the size
 SMALL_LIMITS = dict(max_file_bytes=1 << 20, max_line_chars=16 * 1024, stream_bytes=1 << 20, chunk_bytes=256 << 10,
                     head_bytes=64 << 10, max_archive_bytes=4 << 20, ratio_floor_bytes=512 << 10,
-                    max_total_bytes=4 << 20, max_archive_members=64)
+                    max_total_bytes=4 << 20, max_archive_members=64, max_record_bytes=8 << 20)
 
 
 @dataclass
@@ -152,6 +152,23 @@ def build(root: Path, scale: Scale = SMALL) -> list[Case]:
     def _(d: Path) -> None:
         _gzip_stream(d / "nccl.log.gz", scale.gzip_bytes, _zeros_block(1 << 20))
         (d / "small.txt.gz").write_bytes(gzip.compress(b"\0" * (scale.gzip_bytes // 64)))
+
+    @case("dense_logs", ["record budget"])
+    def _(d: Path) -> None:
+        # logs whose every line is a record, under the read budget as text, past the record budget once parsed
+        (d / "a-first.log").write_text(NCCL)
+        block = _log_block(scale.member_bytes)
+        for i in range(12):
+            (d / f"rank{i:02d}.log").write_bytes(block)
+
+    @case("dense_streamed_log", ["record budget"])
+    def _(d: Path) -> None:
+        # one such log streamed from disk (past the streaming size): never held as text, stopped mid-file
+        (d / "a-first.log").write_text(NCCL)
+        block = _log_block(scale.member_bytes)
+        with open(d / "job.log", "wb") as fh:
+            for _ in range(12):
+                fh.write(block)
 
     cases.append(Case("dev_zero", ["/dev/zero"], ["running system's /dev"], usage_error=True))
 
@@ -289,7 +306,7 @@ def build(root: Path, scale: Scale = SMALL) -> list[Case]:
     return cases
 
 
-NAMES = ("zip_bomb", "tar_gz_bomb", "folder_of_three_bombs", "gzip_bomb", "dev_zero", "fifo_by_path",
+NAMES = ("zip_bomb", "tar_gz_bomb", "folder_of_three_bombs", "gzip_bomb", "dense_logs", "dense_streamed_log", "dev_zero", "fifo_by_path",
          "fifo_symlink_in_bundle", "symlinks_and_loops", "nested_folders", "truncated_gzip", "flipped_byte_gzip",
          "binary_files", "huge_single_line", "invalid_utf8", "nuls_mid_text", "odd_names", "unreadable_folders",
          "inf_and_huge_numbers", "archive_members", "long_path", "empty_path")  # what build() makes, in order

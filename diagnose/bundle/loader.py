@@ -46,7 +46,11 @@ class LoadLimits:
     ratio_floor_bytes: int = 16 * 1024 * 1024
     # the text held in memory for the whole input (files read whole and archive members; a streamed large file
     # is read chunk by chunk and does not count): past it, further files are listed with a problem, not read
-    max_total_bytes: int = 1024 * 1024 * 1024
+    max_total_bytes: int = 512 * 1024 * 1024
+    # the records parsed from the whole input, by their estimated size (see diagnose.budget): past it, the file that
+    # passed it and the ones after it in path order are listed with a problem, not used. A 4,096-host bundle's
+    # records are ~390 MiB by this estimate; their frames and the extractors' work about double it.
+    max_record_bytes: int = 512 * 1024 * 1024
     max_bulk_bytes: int = 2 * 1024 * 1024 * 1024  # bulk counter dumps are read whole up to this size
     # bulk dumps this large together are parsed on a second core (0: never): a fork costs ~10 ms, and the two
     # dumps of a 512-host fabric (54 MB) take 0.3 s of a 1.2 s triage

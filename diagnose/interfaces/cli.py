@@ -168,6 +168,17 @@ def _progress_cb():  # type: ignore[no-untyped-def]
 
 
 _MAX_FILE_SECONDS_HELP = "Seconds of sniffing and parsing per file (0: no limit); a file past it is listed, not used."
+_MAX_RECORDS_HELP = (f"MiB of parsed records (estimated) for the whole input, {LoadLimits.max_record_bytes >> 20} by default;"
+                     " past it, the file that passed it and the later ones (in path order) are listed, not used.")
+
+
+def _records_limit(mib: int | None) -> dict[str, int]:
+    """The LoadLimits option of --max-records-mib (none when not given: the default applies)."""
+    if mib is None:
+        return {}
+    if mib < 1:
+        _fail("--max-records-mib must be at least 1")
+    return {"max_record_bytes": mib << 20}
 
 
 def _seconds_limit(value: float) -> float:
@@ -185,6 +196,7 @@ def triage(
     fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text, json or markdown.")] = Fmt.text,
     max_file_size: Annotated[int, typer.Option(help="MiB read per file; larger files are read head and tail.")] = 64,
     max_file_seconds: Annotated[float, typer.Option(help=_MAX_FILE_SECONDS_HELP)] = 60.0,
+    max_records_mib: Annotated[int | None, typer.Option(help=_MAX_RECORDS_HELP, show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show all evidence lines.")] = False,
     fail_on: Annotated[FailOn | None, typer.Option(
         "--fail-on", help="Exit 3 when a cause at this level is found: confirmed, or inconclusive (confirmed or"
@@ -205,7 +217,8 @@ def triage(
     if max_file_size < 1:
         _fail("--max-file-size must be at least 1 MiB")
     paths = _with_collected(ctx, paths or [], collect, keep, collect_interval)
-    limits = LoadLimits(max_file_bytes=max_file_size << 20, max_file_seconds=_seconds_limit(max_file_seconds))
+    limits = LoadLimits(max_file_bytes=max_file_size << 20, max_file_seconds=_seconds_limit(max_file_seconds),
+                        **_records_limit(max_records_mib))
     cat = _catalog()
     prog, cb = _progress_cb()
     try:
@@ -404,11 +417,12 @@ def evidence(
     paths: Annotated[list[str], typer.Argument(help="Bundle folders, archives or files.")],
     fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text or json.")] = Fmt.text,
     max_file_seconds: Annotated[float, typer.Option(help=_MAX_FILE_SECONDS_HELP)] = 60.0,
+    max_records_mib: Annotated[int | None, typer.Option(help=_MAX_RECORDS_HELP, show_default=False)] = None,
 ) -> None:
     """Show what was recognised in each file and the findings extracted from it."""
     from diagnose.pipeline import gather
 
-    limits = LoadLimits(max_file_seconds=_seconds_limit(max_file_seconds))
+    limits = LoadLimits(max_file_seconds=_seconds_limit(max_file_seconds), **_records_limit(max_records_mib))
     try:
         ev = gather(paths, limits=limits)
     except BundleError as exc:

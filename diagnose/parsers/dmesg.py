@@ -214,7 +214,7 @@ _CARRIER_RE = re.compile(
     r"(?P<msg>(?:lost carrier|gained carrier|carrier (?:lost|on|off|acquired)|"
     r"link (?:becomes ready|is not ready)|Link is (?:Down|Up)\b.*|NIC Link is (?:Down|Up)\b.*))$"
 )
-_NIC_LINK_RE = re.compile(r"(?P<dev>[\w.@-]+): (?P<msg>(?:NIC )?Link is (?:Down|Up)\b.*)$")
+_NIC_LINK_RE = re.compile(r"(?<![\w.@-])(?P<dev>[\w.@-]+): (?P<msg>(?:NIC )?Link is (?:Down|Up)\b.*)$")  # from a name's start: linear
 _BOND_RE = re.compile(r"^(?P<dev>bond\w*): (?P<msg>.*link status (?:definitely )?(?:down|up).*)$")
 _NETDEV_WATCHDOG_RE = re.compile(
     r"NETDEV WATCHDOG: (?P<dev>[\w.@-]+)\b.*(?P<msg>transmit queue \d+ timed out.*)$"

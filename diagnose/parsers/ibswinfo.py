@@ -37,8 +37,11 @@ from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibswinfo"
 
-_TABLE_RE = re.compile(r"^(?P<indent>\s*)(?P<key>[^|]*?\S)\s*\|\s*(?P<val>.*?)\s*$")
-_VITALS_RE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][\w.#/() -]*?\S)\s+:\s+(?P<val>.*?)\s*$")
+# A key starts with a non-blank (a blank run is the indent's alone) and a value ends at its last non-blank: lines of
+# any length are matched in linear time (a lazy value before ``\s*$``, or a key that could start inside the indent,
+# tried every split of a long blank run).
+_TABLE_RE = re.compile(r"^(?P<indent>\s*)(?P<key>[^|\s](?:[^|]*?\S)?)\s*\|\s*(?P<val>(?:.*\S)?)\s*$")
+_VITALS_RE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][\w.#/() -]*?\S)\s+:\s+(?P<val>(?:.*\S)?)\s*$")
 _RULE_RE = re.compile(r"^\s*(?:={5,}|-{5,})\s*$")
 _TOOLS = ("ibswinfo", "ibswinfo.sh")
 

@@ -38,7 +38,10 @@ _PREFIX = re.compile(
     r"(?:[\d.]+ )?(?:(?P<src>[\w./\-]+:\d+) (?:\((?P<func>\w+)\) )?)?"
     r"NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$"
 )
-_SNIFF = re.compile(r"^.*?\S+:\d+:\d+ \[\d+\] .*?NCCL (?:INFO|WARN) ", re.M)
+# At most one hit per line (it runs to the line's end), and linear in a line's length: a prefix is any non-blank
+# before ``:<pid>:<tid> [<dev>] ``, then within 256 characters (a timestamp, a source file and line) the level (a
+# leading ``.*?`` and ``\S+``, and an unbounded gap, tried every split of a long line: seconds per line).
+_SNIFF = re.compile(possessive(r"\S:\d++:\d++ \[\d++\] [^\n]{0,256}?NCCL (?:INFO|WARN) [^\n]*+"))
 # A line as people paste it: the prefix cut (``[0] NCCL INFO ...``, ``include/shm.h:28 NCCL WARN ...``), redacted
 # (``host-01:XXXXXX:XXXXXX [5]``, ``<hostname>:123:456 [0]``) or behind a launcher's own. Tried only on lines the
 # usual shapes miss; the host of a redacted or missing prefix is unknown (None), the pid 0.
@@ -442,8 +445,12 @@ def _channels(msgs: list[str]) -> tuple[list[int], _Columns]:
     paths = _transpose(_each_distinct(_via, via), 4)  # transport, net, net_dev, gdr
     return hit, {"channel": _ints(ch), "conn": _each_distinct(_int_or_none, conn), "rank": _ints(rank),
                  "nvml_dev": _ints(dev), "peer": _ints(peer), "peer_nvml_dev": _ints(pdev),
-                 "direction": [d or None for d in direction], "transport": paths[0], "net": paths[1],
-                 "net_dev": paths[2], "gdr": paths[3], "via": via}
+                 "direction": _each_distinct(_or_none, direction), "transport": paths[0], "net": paths[1],
+                 "net_dev": paths[2], "gdr": paths[3], "via": _shared(via)}
+
+
+def _or_none(value: str) -> str | None:
+    return value or None
 
 
 def _int_or_none(digits: str) -> int | None:
@@ -589,7 +596,7 @@ def _loose(i: int, raw: str, found: list[tuple[str, ...]], warns: list[tuple[Any
 
 def _who(lines: list[int], rows: list[tuple[str, ...]], stamps: dict[int, str]) -> _Columns:
     """NcclRecord's host, pid, dev and timestamp columns of the lines ``lines``, split into ``rows`` by _LINES."""
-    return {"host": list(map(itemgetter(_HOST), rows)), "pid": _ints(list(map(itemgetter(_PID), rows))),
+    return {"host": _shared(list(map(itemgetter(_HOST), rows))), "pid": _ints(list(map(itemgetter(_PID), rows))),
             "dev": _ints(list(map(itemgetter(_DEV), rows))),
             "timestamp": list(map(stamps.get, lines)) if stamps else [None] * len(lines)}
 
@@ -671,6 +678,13 @@ def _each_distinct(fn: Callable[[Any], Any], values: list[Any]) -> list[Any]:
     """``list(map(fn, values))``, calling ``fn`` once per distinct value: a column repeats a few values, and a dict
     lookup costs a fraction of a call (even of an ``lru_cache`` hit)."""
     table = {v: fn(v) for v in dict.fromkeys(values)}
+    return list(map(table.__getitem__, values))
+
+
+def _shared(values: list[Any]) -> list[Any]:
+    """``values`` with each distinct value one object: a regex group is a new string per line, and a column of a
+    few hosts or paths over a million lines otherwise holds a million copies of them (~60 bytes each)."""
+    table = {v: v for v in dict.fromkeys(values)}
     return list(map(table.__getitem__, values))
 
 

@@ -118,15 +118,15 @@ COLLECTIVES = (
 # Patterns
 
 _LEAD = r"^(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\s{0,4}\d{1,6}: )?"  # OpenMPI --tag-output, srun -l
-_VERSION_RE = re.compile(_LEAD + r"\s*#?\s*nccl-tests version\b")
-_STARTING_RE = re.compile(_LEAD + r"\s*#?\s*Collective test starting:\s*(?P<prog>\S+)")
-_CONCLUDED_RE = re.compile(_LEAD + r"\s*#?\s*Collective test concluded:\s*(?P<prog>\S+)")
+_VERSION_RE = re.compile(_LEAD + r"\s*(?:#\s*)?nccl-tests version\b")
+_STARTING_RE = re.compile(_LEAD + r"\s*(?:#\s*)?Collective test starting:\s*(?P<prog>\S+)")
+_CONCLUDED_RE = re.compile(_LEAD + r"\s*(?:#\s*)?Collective test concluded:\s*(?P<prog>\S+)")
 _NTHREAD_RE = re.compile(
-    _LEAD + r"\s*#?\s*nThread\s+(?P<nthread>\d{1,9})\s+nGpus\s+(?P<ngpus>\d{1,9})"
+    _LEAD + r"\s*(?:#\s*)?nThread\s+(?P<nthread>\d{1,9})\s+nGpus\s+(?P<ngpus>\d{1,9})"
     r"(?:\s+minBytes\s+(?P<min>\d{1,20}))?(?:\s+maxBytes\s+(?P<max>\d{1,20}))?"
 )
 _RANK_RE = re.compile(
-    _LEAD + r"\s*#?\s*Rank\s+(?P<rank>\d{1,9})(?:\s+Group\s+(?P<group>\d{1,9}))?\s+Pid\s+(?P<pid>\d{1,10})"
+    _LEAD + r"\s*(?:#\s*)?Rank\s+(?P<rank>\d{1,9})(?:\s+Group\s+(?P<group>\d{1,9}))?\s+Pid\s+(?P<pid>\d{1,10})"
     r"\s+on\s+(?P<host>\S+)\s+device\s+(?P<dev>\d{1,6})(?:\s+\[(?P<bus>[^\]]{0,40})\])?\s*(?P<gpu>.*)$"
 )
 _HEADER_RE = re.compile(_LEAD + r"\s*#\s*size\s+count\s+type\b(?P<rest>.*)$")
@@ -189,9 +189,22 @@ def _float(s: str | None) -> float | None:
     if not s or len(s) > 40:
         return None
     try:
-        return float(s)
+        f = float(s)
     except ValueError:
         return None
+    return f if math.isfinite(f) else None  # inf or nan measures nothing (and no rule may compare with it)
+
+
+_CELLS = ("out-of-place time", "out-of-place algbw", "out-of-place busbw", "out-of-place #wrong", "in-place time",
+          "in-place algbw", "in-place busbw", "in-place #wrong")
+
+
+def _not_finite(s: str) -> bool:
+    """``inf``, ``nan`` or a number beyond a float (``1e999``): a number, but none a measurement can be."""
+    try:
+        return not math.isfinite(float(s))
+    except ValueError:
+        return False
 
 
 def _wrong(s: str | None) -> int | None:
@@ -218,7 +231,7 @@ def _collective(prog: str) -> str | None:
 _SNIFF_HEADER_RE = re.compile(
     r"^\s*#\s*size\s+count\s+type\s+(?:redop\s+)?(?:root\s+)?(?:cpu)?time\s+algbw\s+busbw", re.MULTILINE
 )
-_SNIFF_NTHREAD_RE = re.compile(r"^\s*#?\s*nThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+\d+", re.MULTILINE)
+_SNIFF_NTHREAD_RE = re.compile(r"^\s*(?:#\s*)?nThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+\d+", re.MULTILINE)
 _SNIFF_RANK_RE = re.compile(
     r"^\s*#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device\s+\d+", re.MULTILINE
 )
@@ -533,6 +546,11 @@ def _row(
         vals = vals[:-1]  # the last cell of a line cut mid-way may itself be incomplete
     # a row glued to other output (stdout/stderr interleaving) has non-numeric garbage in its cells
     nums = [_wrong(v) if k in (3, 7) else _float(v) for k, v in enumerate(vals[:8])]
+    for k, v in enumerate(vals[:8]):
+        if _not_finite(v):  # one cell left out, not the rest of the row
+            shown = v if len(v) <= 24 else f"{v[:12]}...({len(v)} characters)"
+            problems.append(f"line {line_no}: {_CELLS[k]} {shown!r} is not a finite number: not read")
+            vals[k] = "N/A"
     if any(v is None and vals[k].upper() != "N/A" for k, v in enumerate(nums)):
         truncated = True
         for k, v in enumerate(nums):

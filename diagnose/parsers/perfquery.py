@@ -65,7 +65,7 @@ _HDR_RE = re.compile(
     r"\s*(?:\((?P<caps>[^)]*)\))?\s*$"
 )
 _LID_RE = re.compile(r"\bLid\s+(?P<lid>\d+)\b")
-_FAST_COUNTER_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*):\.+(\d+)\s*$")
+_FAST_COUNTER_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*):\.+(\d{1,20})\s*$")  # longer: out of range (_Machine)
 _COUNTER_RE = re.compile(r"^\s*(?P<name>[A-Za-z][A-Za-z0-9]*):\.*(?P<val>\S*)\s*$")
 _GUID_ARG_RE = re.compile(r"(?:^|\s)(?:-G|--Guid)(?:\s+|=)(?P<guid>0x[0-9A-Fa-f]{1,16}|[0-9A-Fa-f]{16})\b")
 
@@ -771,7 +771,13 @@ class _Machine:
             if not raw:
                 self.last_bad = (n, stripped)
             else:
-                self.problems.append(f"line {n}: unparseable value {raw!r} for {name}")
+                self.problems.append(f"line {n}: unparseable value {raw[:40]!r} for {name}")
+            return
+        if len(raw) > 20:  # no counter is wider than 64 bits (20 digits): a damaged line, not a number to convert
+            self.b_extra[self.cur] = self.b_extra.get(self.cur, 0) + 1
+            if canonical_counter(name) is not None:
+                self.problems.append(f"line {n}: value of {len(raw)} digits for {name}: beyond any 64-bit counter, "
+                                     "not read")
             return
         self.counter(n, line, name, int(raw))
 
