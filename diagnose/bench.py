@@ -105,6 +105,8 @@ def parse_floor(root: Path) -> float:
 def bench_parse(mib: int = 1024, files: int = 4, gz: bool = False, workdir: Path | None = None) -> ParseBench:
     from diagnose.pipeline import gather
 
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=workdir))
     try:
         written = write_mixed_bundle(tmp / "bundle", mib, files, gz)
@@ -726,6 +728,8 @@ def bench_scale(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), seed: int = 0,
 
     rows: list[ScaleRow] = []
     for n in sizes:
+        if workdir is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=workdir))
         try:
             d = tmp / "bundle"
@@ -860,6 +864,8 @@ def bench_hostile(workdir: Path | None = None, full: bool = True, commands: tupl
 
     from diagnose.bundle import hostile
 
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="diagnose-hostile-", dir=workdir))
     rows: list[HostileRow] = []
     try:

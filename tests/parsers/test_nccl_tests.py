@@ -319,3 +319,16 @@ def test_a_large_output_is_parsed_whole_with_every_run_kept(tmp_path: Path) -> N
     whole = _busbw(gather([tmp_path]))
     assert len(whole) == 40 and {a["nodes"] for a in whole} == {2}
     assert _busbw(gather([tmp_path], limits=small)) == whole
+
+
+@pytest.mark.parametrize("cell", ["inf", "-inf", "nan", "1" + "0" * 400])
+def test_a_non_finite_cell_is_a_located_problem_and_the_rest_of_the_row_is_read(cell: str) -> None:
+    text = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+            "   busbw #wrong\n"
+            f"   134217728      33554432     float     sum      -1   1040.6  128.98  {cell}      0   1041.2  128.91"
+            "  112.79      0\n")
+    res = nccl_tests.parse(text, "t.txt")
+    (row,) = [r for r in res.records if isinstance(r, NcclTestsRow)]
+    assert row.oop_busbw is None and row.oop_algbw == 128.98 and row.ip_busbw == 112.79 and row.ip_wrong == 0
+    assert any(p.startswith("line 2: out-of-place busbw") and "not a finite number" in p for p in res.problems)
+    assert not any("truncated nccl-tests row" in p for p in res.problems), res.problems

@@ -231,3 +231,17 @@ def test_unparseable_value_is_a_problem(value: str) -> None:
         f"# Port counters: Lid 1 port 1 (CapMask: 0x00)\nSymbolErrorCounter:....{value}\n", "s"
     )
     assert res.records == [] and len(res.problems) == 1 and "unparseable value" in res.problems[0]
+
+
+def test_a_value_wider_than_any_64_bit_counter_is_a_located_problem_and_the_block_is_still_read() -> None:
+    text = ("# Port extended counters: Lid 12 port 1 (CapMask: 0x5A00)\n"
+            "PortSelect:......................1\n"
+            "PortXmitData:...................." + "9" * 5000 + "\n"
+            "PortRcvData:.....................123456\n"
+            "SymbolErrorCounter:.............." + "1" * 21 + "\n")
+    res = perfquery.parse(text, "perfquery.txt")
+    got = {c.counter: c.value for c in counters(res)}
+    assert got == {"port_rcv_data": 123456}  # the two out-of-range values left out, not the block
+    assert any(p.startswith("line 3: value of 5000 digits for PortXmitData") for p in res.problems), res.problems
+    assert any(p.startswith("line 5: value of 21 digits") for p in res.problems), res.problems
+    assert not any("parser error" in p for p in res.problems)
