@@ -714,6 +714,15 @@ class _Manifests:
 
         return self._host(folder) is not None or is_manifest(self.root / folder)
 
+    def failures(self, rel: str) -> list[BundleFile]:
+        """What the job manifest ``rel`` records as not collected, one entry per host, each with its problem."""
+        from diagnose.collect import job_failures
+
+        folder = rel.rpartition("/")[0]
+        prefix = f"{folder}/" if folder else ""
+        return [BundleFile(f"{prefix}{where}/", None, [problem], host) for where, host, problem in
+                job_failures(self.root / folder)]
+
     def host_of(self, rel: str) -> str | None:
         parts = rel.split("/")[:-1]
         for i in range(len(parts), -1, -1):
@@ -768,6 +777,7 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], limits: LoadLimits | No
             hosts = _Manifests(p)
             for rel, name, link in _walk(p):
                 if rel in _NOT_EVIDENCE or hosts.is_manifest(rel):
+                    out.extend(hosts.failures(rel) if rel not in _NOT_EVIDENCE else [])
                     continue
                 problem = _not_readable(name, link, p)
                 if problem:

@@ -84,6 +84,14 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector("df_shm", ("df", "-h", "/dev/shm"), "df-shm.out", ("host.shm_too_small",)),
     Collector("dev_infiniband", ("ls", "-l", "/dev/infiniband"), "dev-infiniband.out",
               ("host.container_rdma_access",)),
+    # container and cgroup facts: which runtime (``none`` on a bare host), the process's cgroups, and the limits and
+    # device rules that apply to it (cgroup v2 files, else v1's devices.list: ``c 231:* rwm`` lets it open the HCAs)
+    Collector("container", ("systemd-detect-virt", "--container"), "container.out",
+              ("host.container_rdma_access", "host.shm_too_small")),
+    Collector("cgroup", ("cat", "/proc/self/cgroup"), "cgroup.out", ("host.container_rdma_access",)),
+    Collector("cgroup_limits", ("grep", "-H", ".", "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/pids.max",
+                                "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/devices/devices.list"), "cgroup-limits.out",
+              ("host.container_rdma_access", "host.memlock_limit")),
     Collector("nvidia_smi", ("nvidia-smi",), "nvidia-smi.out", ("gpu.xid_error", "gpu.throttling")),
     Collector("nvidia_smi_q", ("nvidia-smi", "-q"), "nvidia-smi-q.out", ("gpu.throttling", "host.pcie_degraded",
                                                                          "gpu.xid_error"), timeout_s=60),
@@ -380,6 +388,26 @@ def is_manifest(folder: Path) -> bool:
     """True when ``folder`` holds a manifest this collector wrote (a host's, the fabric's or a job's)."""
     data = _read_manifest(folder)
     return data is not None and data.get("kind") in (MANIFEST_KIND, JOB_MANIFEST_KIND)
+
+
+def job_failures(folder: Path) -> list[tuple[str, str, str]]:
+    """The hosts (and the fabric's turn) a job's manifest in ``folder`` records as not collected: (their folder or
+    name, the host, what happened), so that a triage of the bundle lists them instead of leaving them out unsaid."""
+    data = _read_manifest(folder)
+    if data is None or data.get("kind") != JOB_MANIFEST_KIND:
+        return []
+    out: list[tuple[str, str, str]] = []
+    rows = data.get("hosts") if isinstance(data.get("hosts"), list) else []
+    fabric = data.get("fabric")
+    for row in [*rows, *([fabric] if isinstance(fabric, dict) else [])]:
+        if not isinstance(row, dict) or row.get("status") in ("ok", None):
+            continue
+        host = str(row.get("host") or "-")[:200]
+        where = str(row.get("folder") or host)[:200]
+        note = " ".join(str(row.get("note") or "").split())[:300]
+        what = "the fabric's collection" if row is fabric else f"collect on {host}"
+        out.append((where, host, f"{what}: {row.get('status')}" + (f" ({note})" if note else "")))
+    return out
 
 
 def manifest_host(folder: Path) -> str | None:

@@ -71,7 +71,11 @@ def test_a_slurm_job_is_collected_per_node_and_the_fabric_once_then_triaged_to_t
     assert d.causes[0].id == "link.port_down" and d.causes[0].location.host == "lima"  # from the manifest
     assert not [f.path for f in d.files if f.path.endswith(MANIFEST)]
     hosts = {f.path.split("/")[0] for f in d.files}
-    assert hosts == {"kilo", "lima", "fabric"}
+    assert hosts == {"kilo", "lima", "fabric", "mike"}
+    [mike] = [f for f in d.files if f.path.startswith("mike")]  # the host not collected is said, not left out
+    assert mike.path == "mike/" and mike.records == 0
+    assert mike.problem is not None and mike.problem.startswith("collect on mike: failed (") and \
+        "No route to host" in mike.problem
 
 
 def test_hosts_through_pdsh_and_clush_land_in_one_folder_each(cluster: Cluster, tmp_path: Path) -> None:
