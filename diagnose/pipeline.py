@@ -6,7 +6,7 @@ import atexit
 import gc
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -271,9 +271,18 @@ def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: 
     n = 0
     first = len(ev.records)
     if bf.stream is None:
+        # a text past the streaming size held in memory (an archive member) is parsed in chunks by the parsers that
+        # can, as the same file streamed from disk is: one parse of 64 MiB of log lines builds a GB of values at once
+        text = bf.text
+        chunked = [m for m in mods if getattr(m, "STREAMABLE", False)] if len(text) > limits.stream_bytes else []
         for mod in mods:
-            n += _run_parser(mod, bf.text, bf, ev, problems)
-        ev.records.extend(_settled(scan(bf.text, bf.path, bf.host_hint), ev.records, first))
+            if mod not in chunked:
+                n += _run_parser(mod, text, bf, ev, problems)
+        if chunked:
+            n += _parse_chunks(_text_chunks(text, limits.chunk_bytes), len(text), chunked, bf, ev, problems, first,
+                               progress)
+        else:
+            ev.records.extend(_settled(scan(text, bf.path, bf.host_hint), ev.records, first))
     else:
         # a large file: line-oriented formats are parsed chunk by chunk (memory bounded by the chunk size),
         # the others see the head and tail of the file
@@ -294,24 +303,9 @@ def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: 
                 del data
         streamed = [m for m in mods if getattr(m, "STREAMABLE", False) and m not in bulk]
         capped = [m for m in mods if not getattr(m, "STREAMABLE", False) and m not in bulk]
-        budget: dict[str, int] = {}  # the catalog's hits per entry across the chunks of this file
         if streamed:
-            done = 0
-            seen, cost = first, 0  # the records of the chunks so far, and their estimated size
-            for first_line, chunk in iter_text_chunks(bf.stream, limits, problems):
-                cost += record_bytes(ev.records[seen:])
-                seen = len(ev.records)
-                if not held.fits(cost):  # a file streamed from disk may hold any number of records
-                    raise _Spent
-                pre = Prefetch(chunk)  # the catalog's prefilter on this chunk, beside the parsers
-                for mod in streamed:
-                    n += _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
-                hits = pre.hits(bf.path, bf.host_hint, first_line, budget)
-                del pre
-                ev.records.extend(_settled(hits, ev.records, first))
-                done += len(chunk)
-                if progress:
-                    progress(f"{bf.path} {min(100, done * 100 // max(1, bf.stream.size))}%", -1, -1)
+            n += _parse_chunks(iter_text_chunks(bf.stream, limits, problems), bf.stream.size, streamed, bf, ev,
+                               problems, first, progress)
         if capped:
             text, notes = read_capped(bf.stream, limits)
             problems += notes
@@ -321,6 +315,50 @@ def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: 
                 ev.records.extend(_settled(scan(text, bf.path, bf.host_hint), ev.records, first))
     ev.files.append(FileEntry(path=bf.path, format="+".join(sn.formats), records=n,
                               problem="; ".join(dict.fromkeys(problems)) if problems else None))
+
+
+def _parse_chunks(chunks: Iterable[tuple[int, str]], size: int, mods: list[ModuleType], bf: BundleFile, ev: Evidence,
+                  problems: list[str], first: int, progress: Progress | None) -> int:
+    """A file's text, chunk by chunk (``(first line number, text)``, each ending on a line boundary), through the
+    line parsers ``mods`` and the catalog's prefilter; the record budget is checked between chunks (a file streamed
+    from disk may hold any number of records). Returns the rows parsed."""
+    n = done = 0
+    seen, cost = first, 0  # the records of the chunks so far, and their estimated size
+    budget: dict[str, int] = {}  # the catalog's hits per entry across the chunks of this file
+    for first_line, chunk in chunks:
+        cost += record_bytes(ev.records[seen:])
+        seen = len(ev.records)
+        if not held.fits(cost):
+            raise _Spent
+        pre = Prefetch(chunk)  # the catalog's prefilter on this chunk, beside the parsers
+        for mod in mods:
+            n += _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
+        hits = pre.hits(bf.path, bf.host_hint, first_line, budget)
+        del pre
+        ev.records.extend(_settled(hits, ev.records, first))
+        done += len(chunk)
+        if progress:
+            progress(f"{bf.path} {min(100, done * 100 // max(1, size))}%", -1, -1)
+    return n
+
+
+def _text_chunks(text: str, size: int) -> Iterator[tuple[int, str]]:
+    """``text`` in the chunks :func:`iter_text_chunks` cuts the same file into on disk (``size`` characters read at a
+    time, each chunk up to the last line end read so far), with their first line numbers: a line parser that reads
+    across lines sees the same pieces either way (lines are clipped when decoded, so a chunk stays bounded)."""
+    pos = start = 0
+    line = 1
+    while pos < len(text):
+        pos = min(pos + size, len(text))
+        last = text.rfind("\n", start, pos)
+        if last < 0:
+            continue
+        chunk = text[start:last + 1]
+        yield line, chunk
+        line += chunk.count("\n")
+        start = last + 1
+    if start < len(text):
+        yield line, text[start:]
 
 
 def _parse_session(bf: BundleFile, ev: Evidence) -> bool:

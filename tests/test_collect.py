@@ -223,3 +223,29 @@ def test_a_manifest_that_links_out_of_the_bundle_names_no_host(tmp_path: Path) -
 
     d = triage([b])
     assert "stolen-name" not in {c.location.host for c in d.causes}
+
+
+def test_a_host_without_gpu_or_rdma_tools_triages_to_nothing_of_the_communication_layer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A login node or a VM: ulimit and /dev/shm are read, nvidia-smi, ibstat and ibv_devinfo are missing. Triage says
+    so and exits 2 (as for nothing recognised); a job log given beside it is evidence again."""
+    from typer.testing import CliRunner
+
+    from diagnose.interfaces.cli import app
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "bash").symlink_to("/bin/bash")
+    monkeypatch.setenv("PATH", str(bin_))
+    out = tmp_path / "b"
+    res = collect(out, interval_s=0, deadline_s=30, collectors=_fast(), host="login01")
+    status = {s.name: s.status for s in res.steps}
+    assert status["ulimit"] == "ok" and {status[t] for t in ("nvidia_smi", "ibstat", "ibv_devinfo")} == {"missing"}
+    r = CliRunner().invoke(app, ["triage", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "nothing of the communication layer here: the collected host(s) login01 have no GPU or RDMA tool" in \
+        " ".join(r.stderr.split())
+    log = tmp_path / "nccl.log"
+    log.write_text("gpu-a01:2210:2210 [0] NCCL INFO NET/IB : No device found.\n")
+    assert CliRunner().invoke(app, ["triage", str(out), str(log)]).exit_code == 0
+    assert CliRunner().invoke(app, ["triage", str(out), "--symptom", "NCCL timeout"]).exit_code == 0

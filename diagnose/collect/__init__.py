@@ -33,10 +33,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 
 MANIFEST = "manifest.json"
@@ -408,6 +409,33 @@ def job_failures(folder: Path) -> list[tuple[str, str, str]]:
         what = "the fabric's collection" if row is fabric else f"collect on {host}"
         out.append((where, host, f"{what}: {row.get('status')}" + (f" ({note})" if note else "")))
     return out
+
+
+_COMM_TOOLS = ("nvidia_smi", "ibstat", "ibv_devinfo")  # one of them runs on any GPU or RDMA host
+
+
+def hosts_without_comm_tools(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The hosts of the bundles this collector wrote among ``paths`` (a host's bundle, or a job's with a folder per
+    host) when none of them has a GPU or RDMA tool (nvidia-smi, ibstat, ibv_devinfo all recorded missing): a login
+    node or a VM. Empty when any host has one, or when no host's manifest is there."""
+    hosts: list[str] = []
+    for raw in paths:
+        p = Path(raw)
+        try:
+            if not p.is_dir() or p.is_symlink():
+                continue
+            folders = [p, *sorted(q for q in islice(p.iterdir(), 100_000) if q.is_dir() and not q.is_symlink())]
+        except OSError:
+            continue
+        for folder in folders:
+            data = _read_manifest(folder)
+            if data is None or data.get("kind") != MANIFEST_KIND or data.get("scope", "host") != "host":
+                continue
+            status = {c.get("name"): c.get("status") for c in data.get("commands") or [] if isinstance(c, dict)}
+            if any(status.get(t) != "missing" for t in _COMM_TOOLS):
+                return []
+            hosts.append(str(data.get("host") or folder.name))
+    return hosts
 
 
 def manifest_host(folder: Path) -> str | None:

@@ -13,7 +13,7 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path  # noqa: TC003 - typer evaluates annotations at run time
-from typing import Annotated
+from typing import Annotated, Any
 
 import structlog
 import typer
@@ -25,6 +25,7 @@ from rich.text import Text
 from diagnose import __version__
 from diagnose.bundle import BundleError, LoadLimits
 from diagnose.catalog.loader import Catalog, load_catalog
+from diagnose.collect import hosts_without_comm_tools
 from diagnose.interfaces.chat_cli import feedback_app
 from diagnose.interfaces.service_cli import bench_hooks, incidents_app, serve
 from diagnose.logging_setup import configure
@@ -231,6 +232,7 @@ def triage(
         _fail(str(exc))
         return
     nothing = not any(f.records for f in d.files) and not symptom
+    bare = [] if nothing or symptom or _job_evidence(d.files) else hosts_without_comm_tools(paths)
     if fmt is Fmt.json:
         sys.stdout.write(render_json(d))
     elif fmt is Fmt.markdown:
@@ -244,9 +246,24 @@ def triage(
         err.print(f"nothing in the input was recognised ({len(d.files)} file(s), none in a known format); see the"
                   " files table", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
+    if bare:  # a login node or a VM collected: its settings were read, but there is no GPU or HCA to diagnose
+        err.print(f"nothing of the communication layer here: the collected host(s) {', '.join(bare[:5])}"
+                  f"{' ...' if len(bare) > 5 else ''} have no GPU or RDMA tool (nvidia-smi, ibstat and ibv_devinfo"
+                  " missing) and no job log was given; collect on the job's GPU nodes (--slurm-job, --hosts)",
+                  highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
     levels = {FailOn.confirmed: {"confirmed"}, FailOn.inconclusive: {"confirmed", "inconclusive"}}
     if fail_on is not None and any(c.verdict in levels[fail_on] for c in d.causes):
         raise typer.Exit(3)
+
+
+_JOB_LOGS = frozenset({"nccl_log", "nccl_tests", "pytorch_log", "pytorch_flight_recorder", "nccl_ras", "launch", "slurm",
+                       "perftest", "cuda_p2p"})
+
+
+def _job_evidence(files: list[Any]) -> bool:
+    """Whether any file is a job's own output (an NCCL or PyTorch log, nccl-tests, a launcher's or Slurm's)."""
+    return any(fmt in _JOB_LOGS for f in files if f.records for fmt in f.format.split("+"))
 
 
 def _width(tty: bool) -> int:

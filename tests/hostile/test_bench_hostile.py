@@ -34,23 +34,19 @@ def test_the_table_says_which_runs_held_their_bounds() -> None:
     assert lines[-1] == "1 of 3 runs within bounds; worst: 4200 MiB, 30.0 s"
 
 
-# at the defaults, the members the zip and tar bombs are allowed to hold (1 GiB of NCCL lines, every one a kept
-# record) take ~11x their size once parsed: past the 1.5 GB bound (the bench shows it, stopped at its cap)
-_OVER_MEMORY = {"zip_bomb", "tar_gz_bomb", "folder_of_three_bombs"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="the records of the text these bombs may hold pass the memory bound (diagnose bench hostile)"))
-    if n in _OVER_MEMORY else n for n in hostile.NAMES])
-def test_the_full_size_case_ends_in_exit_0_or_2_without_a_traceback(name: str, tmp_path_factory: pytest.TempPathFactory
-                                                                    ) -> None:
+@pytest.mark.parametrize("name", hostile.NAMES)
+def test_the_full_size_case_ends_in_exit_0_or_2_without_a_traceback_under_the_memory_bound(
+        name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """At full size (bombs that expand to GBs) and the default limits. The run is killed past 1.5 GB of memory (the
+    bound of the issue; sampled, so a run is never stopped below it) and 600 s (a safety net only: the bench shows
+    the times, ~25 s at worst on the 2-core machine)."""
     corpus = _full_corpus(tmp_path_factory)
     case = corpus[name]
     for command in ("triage", "evidence"):
         code, _, _, _, err = bench.run_measured(
             [sys.executable, "-m", "diagnose.interfaces.cli", command, *case.paths, "--format", "json"],
-            timeout=600, cap_mib=4096)  # safety nets only: a case that holds its bounds never comes near them
+            timeout=600, cap_mib=1536)
         assert code in (0, 2) and "Traceback" not in err and "internal error" not in err, (command, code, err)
         if case.usage_error:
             assert code == 2 and len(err.splitlines()) == 1, err
