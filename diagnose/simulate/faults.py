@@ -56,7 +56,7 @@ def _c(cid: str, scope: str, fabric: str = "any", breaks: str = "", needs: str =
     return CauseSpec(cid, scope, fabric, frozenset(breaks.split()), frozenset(needs.split()))
 
 
-CAUSES: dict[str, CauseSpec] = {c.id: c for c in (
+_SPECS: dict[str, CauseSpec] = {c.id: c for c in (
     _c("link.bad_cable", "cable", "ib"),
     _c("link.port_down", "cable", "ib"),
     _c("link.degraded", "cable", "ib"),
@@ -90,6 +90,21 @@ CAUSES: dict[str, CauseSpec] = {c.id: c for c in (
     _c("gpu.throttling", "gpu"),
     _c("app.straggler_or_desync", "gpu", needs="run"),
 )}
+
+
+def _every_cause() -> dict[str, CauseSpec]:
+    """The specs in the taxonomy's order, one for each of its ids (the taxonomy is the one list of causes: an id
+    it gains without a spec here, or a spec of an id it does not know, stops the simulator at import)."""
+    from diagnose.catalog.taxonomy import TAXONOMY
+
+    unknown = sorted(set(_SPECS) - set(TAXONOMY))
+    missing = [cid for cid in TAXONOMY if cid not in _SPECS]
+    if unknown or missing:
+        raise RuntimeError(f"simulator cause specs out of step with the taxonomy: missing {missing}, unknown {unknown}")
+    return {cid: _SPECS[cid] for cid in TAXONOMY}
+
+
+CAUSES = _every_cause()
 
 # causes that cannot be told apart when both are present, so no incident holds both: a straggler is by definition
 # a rank that is late while the hardware is healthy (a GPU that fell off the bus, a port that is down or a GPU
