@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from functools import cache
 
 from diagnose.models.records import ColumnBatch, Record
 
@@ -40,9 +39,14 @@ def mib(n: int) -> int:
     return n >> 20
 
 
-@cache
+_FIELDS: dict[type, int] = {}
+
+
 def _fields(cls: type) -> int:
-    return len(dataclasses.fields(cls))
+    n = _FIELDS.get(cls)
+    if n is None:
+        n = _FIELDS[cls] = len(dataclasses.fields(cls))
+    return n
 
 
 def record_bytes(records: Iterable[Record]) -> int:
@@ -62,7 +66,7 @@ def record_bytes(records: Iterable[Record]) -> int:
             if isinstance(text, list):
                 total += sum(map(len, text)) + _STR * n
         else:
-            total += _RECORD + 8 * _fields(type(r)) + _STR + len(r.text or "")
+            total += _RECORD + 8 * _fields(r.__class__) + _STR + len(r.text or "")
     return total
 
 

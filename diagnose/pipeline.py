@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import mmap
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -122,7 +123,7 @@ def _run_parser(mod: ModuleType, text: str, bf: BundleFile, ev: Evidence, proble
     return _rows(res.records)
 
 
-def _run_bulk(mod: ModuleType, data: bytes, bf: BundleFile, ev: Evidence, problems: list[str]) -> int:
+def _run_bulk(mod: ModuleType, data: bytes | mmap.mmap, bf: BundleFile, ev: Evidence, problems: list[str]) -> int:
     """A bulk parser on the whole file's bytes (large counter dumps)."""
     try:
         res = mod.parse_bytes_bulk(data, bf.path, bf.host_hint)
@@ -152,7 +153,7 @@ def _release(data: object) -> None:
 
 def _rows(records: list[Record]) -> int:
     """Records a file gave, counting every row of a columnar batch."""
-    return sum(len(r.columns["line"]) if isinstance(r, ColumnBatch) else 1 for r in records)  # type: ignore[arg-type]
+    return sum(len(r.columns["line"]) if isinstance(r, ColumnBatch) else 1 for r in records)  # type: ignore[arg-type,misc]
 
 
 def _sniff(bf: BundleFile) -> Any:
@@ -402,12 +403,12 @@ def _parse_session(bf: BundleFile, ev: Evidence) -> bool:
     return True
 
 
-def _settled(hits: list[Record], records: list[Record], first: int = 0) -> list[Record]:
+def _settled(hits: Sequence[Record], records: list[Record], first: int = 0) -> list[Record]:
     """The catalog's hits of one file, a stated setting (``NCCL_X set by environment to Y``) as the EnvSetting
     record a parser would make of it, unless a parser already did for that line (``records[first:]``: the records
     parsed so far from this file; read only when a hit states a setting)."""
     if not any(h.kind == "env_setting" for h in hits):  # type: ignore[attr-defined]
-        return hits
+        return list(hits)
     import json
     from itertools import islice
 
@@ -878,7 +879,7 @@ def _gather(paths: Sequence[str | os.PathLike[str]], symptom: str | None, sympto
             elif second is not None:
                 second.close(kill=True)
             remote = second = None
-            parts = files = []
+            parts, files = [], []
             log.warning("record_budget_reparse", limit_mib=limits.max_record_bytes >> 20)
             files = load_inputs(paths, limits)
             held.begin(limits.max_record_bytes, serial=True)
@@ -924,7 +925,8 @@ def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: Lo
     if remote is not None:
         # the frames the child's fabric extractors read first, sent before this process builds the rest: the
         # child starts on its part ~0.5 s earlier at 4,096 hosts (each frame is built from its table alone)
-        shared, rest = [], []
+        shared: list[Record] = []
+        rest: list[Record] = []
         for r in ev.records:
             (shared if _table(r) in FABRIC_LANE_READS else rest).append(r)
         frames = build_frames(shared)
@@ -956,13 +958,13 @@ def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: Lo
         ev.findings.append(f.model_copy(update={"id": f"{f.kind}#{counts[f.kind]}"}))
     seen: set[str] = {s.kind for s in ev.symptoms}
     for f in ev.findings:
-        kind = FINDING_SYMPTOMS.get(f.kind)
+        implied = FINDING_SYMPTOMS.get(f.kind)
         if f.kind == "busbw_measured" and f.attrs.get("ratio") is not None and float(f.attrs["ratio"] or 1) < 0.6:
-            kind = "collective_slow"
-        if kind and kind not in seen and f.evidence:
+            implied = "collective_slow"
+        if implied and implied not in seen and f.evidence:
             e = f.evidence[0]
-            ev.symptoms.append(Symptom(kind=kind, text=f.summary, source=f"{e.file}:{e.line}"))  # type: ignore[arg-type]
-            seen.add(kind)
+            ev.symptoms.append(Symptom(kind=implied, text=f.summary, source=f"{e.file}:{e.line}"))  # type: ignore[arg-type]
+            seen.add(implied)
     log.info("findings_extracted", findings=len(ev.findings), symptoms=len(ev.symptoms))
     return ev
 

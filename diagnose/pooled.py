@@ -74,7 +74,12 @@ class _Handed:
 
 def _parse_batch(batch: list[BundleFile], limits: LoadLimits) -> list[_pl.Evidence]:
     """Small files parsed in the second process, each into its own Evidence (merged in file order later)."""
-    return [_parse_part(bf, limits) for bf in batch]
+    out = []
+    for bf in batch:
+        part = _parse_part(bf, limits)  # (no spill folder: an Evidence, never left in a file)
+        assert isinstance(part, _pl.Evidence)
+        out.append(part)
+    return out
 
 
 def _hand_over(pool: ProcessPoolExecutor, files: list[BundleFile], picked: list[int], parts: list[Any],
@@ -122,7 +127,7 @@ def _parse_pooled(files: list[BundleFile], offload: set[int], limits: LoadLimits
     """Parse ``files``, the ``offload`` ones in a one-process pool from a fork server (when this process cannot
     fork: it runs other threads); one Evidence per file, in file order."""
     pool = executor = _second_core() if offload else None
-    parts: list[_pl.Evidence | Future[_pl.Evidence] | _Handed | None] = [None] * len(files)
+    parts: list[_pl.Evidence | Future[_pl.Evidence | _Spilled] | _Handed | None] = [None] * len(files)
     busy: list[Future[Any]] = []  # what the second process is working on
     failed: list[BaseException] = []
 

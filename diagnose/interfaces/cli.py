@@ -826,7 +826,7 @@ def simulate(
     if hosts < 2 or gpus_per_host < 1:
         _fail("--hosts must be at least 2 and --gpus-per-host at least 1")
     try:
-        faults = []
+        faults: list[Fault | str] = []
         for spec in fault or []:
             cause, _, where = spec.partition("@")
             kind = CAUSE_TO_FAULT.get(cause)
