@@ -688,6 +688,28 @@ def rules_lint() -> None:
     err.print("catalog is clean")
 
 
+@rules_app.command("new")
+def rules_new(
+    cause: Annotated[str, typer.Argument(help="The cause id, <domain>.<name>, already in the taxonomy.")],
+    root: Annotated[Path | None, typer.Option(help="The checkout to write into (default: the catalog's own).")] = None,
+) -> None:
+    """Scaffold a cause: its rule, playbook and a positive and a negative fixture bundle, each marked TODO (see
+    CONTRIBUTING.md). The rule fails lint until its clauses are written."""
+    from diagnose.catalog.locate import catalog_root
+    from diagnose.catalog.scaffold import scaffold
+
+    base = root or catalog_root()
+    try:
+        written = scaffold(cause, base)
+    except ValueError as exc:
+        _fail(str(exc))
+        return
+    for p in written:
+        typer.echo(str(p.relative_to(base)))
+    err.print(f"next: fill in the TODOs, then diagnose rules lint; the simulator's signature of {cause} and its place"
+              " in tests/test_simulate.py PLACED (CONTRIBUTING.md, recipe 1)", highlight=False, soft_wrap=True)
+
+
 @bench_app.command("parse")
 def bench_parse_cmd(
     mib: Annotated[int, typer.Option(help="Size of the synthetic mixed-log bundle in MiB.")] = 1024,
