@@ -34,11 +34,11 @@ from diagnose.models.diagnosis import Diagnosis, EvidenceRef, FileEntry, Finding
 from diagnose.models.records import ColumnBatch, Record
 from diagnose.parsers.base import SNIFF_THRESHOLD
 from diagnose.symptoms import (
-    FINDING_SYMPTOMS,
     SYMPTOM_SOURCE,
     FreeText,
     classify,
     from_text,
+    implied_symptom,
     prose_records,
     text_records,
 )
@@ -958,9 +958,7 @@ def _findings(ev: Evidence, symptom: str | None, symptom_source: str, limits: Lo
         ev.findings.append(f.model_copy(update={"id": f"{f.kind}#{counts[f.kind]}"}))
     seen: set[str] = {s.kind for s in ev.symptoms}
     for f in ev.findings:
-        implied = FINDING_SYMPTOMS.get(f.kind)
-        if f.kind == "busbw_measured" and f.attrs.get("ratio") is not None and float(f.attrs["ratio"] or 1) < 0.6:
-            implied = "collective_slow"
+        implied = implied_symptom(f.kind, f.attrs)
         if implied and implied not in seen and f.evidence:
             e = f.evidence[0]
             ev.symptoms.append(Symptom(kind=implied, text=f.summary, source=f"{e.file}:{e.line}"))  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ and the ``env`` parser's patterns run over it, so a pasted ``NCCL_P2P_DISABLE=1`
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from diagnose.models.diagnosis import Symptom
@@ -199,6 +200,24 @@ def prose_records(text: str, source: str, host: str | None = None) -> list[Recor
 
 
 # Evidence-derived symptoms: (finding kind, symptom kind)
+# A measured busbw below this share of what the hardware should reach is itself the symptom "collective_slow" (the
+# rules' own busbw_ratio_low has the same default and source): nccl-tests doc/PERFORMANCE.md defines busbw so that
+# it compares with the hardware's peak; healthy IB fabrics reach 80-95% of the NIC line rate at large sizes.
+SLOW_BUSBW_RATIO = 0.6
+
+
+def implied_symptom(kind: str, attrs: Mapping[str, object]) -> str | None:
+    """The symptom a finding of ``kind`` (with ``attrs``) is evidence of, or None: the table below, and a measured
+    busbw under :data:`SLOW_BUSBW_RATIO` of the expected."""
+    if kind == "busbw_measured" and attrs.get("ratio") is not None:
+        try:
+            if float(attrs["ratio"] or 1) < SLOW_BUSBW_RATIO:  # type: ignore[arg-type]  # a number, or text of one
+                return "collective_slow"
+        except (TypeError, ValueError):
+            pass
+    return FINDING_SYMPTOMS.get(kind)
+
+
 FINDING_SYMPTOMS: dict[str, str] = {
     "watchdog_timeout": "collective_timeout",
     "xid_event": "gpu_error",
