@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -243,7 +243,7 @@ def create_app(settings: Settings | None = None, *, start_worker: bool = True) -
         except (BodyError, PayloadError) as exc:
             reason = str(exc) or exc.__class__.__name__
         except ValidationError as exc:  # a value the incident model cannot hold (a port number past any range...)
-            first = exc.errors()[0] if exc.errors() else {}
+            first: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {}
             where = ".".join(str(x) for x in first.get("loc", ())) or "payload"
             reason = f"{where}: {first.get('msg', 'invalid value')}"
         except RecursionError:

@@ -122,13 +122,16 @@ def _pct(values: list[float], q: float) -> float:
 def _bench_server(data_dir: str, token: str, port: int) -> None:
     """The server process of the bench: the real app and uvicorn, worker off, warnings only."""
     import uvicorn
+    from pydantic import SecretStr
 
     from diagnose.logging_setup import configure
     from diagnose.service.app import create_app
     from diagnose.service.settings import Settings
 
     configure("console", "warning")
-    settings = Settings(_env_file=None, data_dir=Path(data_dir), alertmanager_token=token)  # type: ignore[call-arg]
+    # _env_file is pydantic-settings' own init option, not a field mypy sees
+    settings = Settings(_env_file=None,  # type: ignore[call-arg]
+                        data_dir=Path(data_dir), alertmanager_token=SecretStr(token))
     uvicorn.run(create_app(settings, start_worker=False), host="127.0.0.1", port=port, log_level="warning",
                 access_log=False)
 

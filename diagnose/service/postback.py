@@ -211,7 +211,8 @@ def _post(client: httpx.Client, target: str, url: str, *, content: bytes, header
     for attempt in range(1, attempts + 1):
         retry_after: float | None = None
         try:
-            resp = client.post(url, content=content, headers=dict(headers), auth=auth)
+            # httpx reads auth=None as "no auth" (not the client's default), though Client.post's annotation omits it
+            resp = client.post(url, content=content, headers=dict(headers), auth=auth)  # type: ignore[arg-type]
         except _RETRY_CONNECT as exc:
             status, error = None, f"cannot connect: {type(exc).__name__}: {_clip(str(exc), 160)}"
         except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a bad URL, or sent (or partly): retrying could post twice

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -117,6 +117,8 @@ class Settings(BaseSettings):
         return self.bundles or (self.data_dir / "bundles")
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment and env file; keyword overrides (CLI flags, tests) win."""
+    # overrides are validated (and coerced) by pydantic like the environment's values, so any type is accepted;
+    # _env_file is pydantic-settings' own init option, not a field mypy sees
     return Settings(_env_file=_env_file(), **overrides)  # type: ignore[call-arg]

@@ -382,7 +382,7 @@ class SqlStore:
             path = url[len("sqlite:///"):]
             if not path or path == ":memory:":
                 raise StoreError("an in-memory SQLite store is not shared between threads: give a file path")
-            self._path = Path(path)
+            self._path: Path | None = Path(path)
             self._path.parent.mkdir(parents=True, exist_ok=True)
         elif url.startswith(("postgresql://", "postgres://")):
             self.backend = "postgresql"
@@ -409,6 +409,7 @@ class SqlStore:
         return self.backend == "postgresql"
 
     def _connect(self) -> Any:
+        conn: Any  # a psycopg or a sqlite3 connection
         if self._pg:
             import psycopg
             from psycopg.rows import dict_row

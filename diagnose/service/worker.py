@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -30,6 +30,9 @@ from diagnose.service.bodies import Undecodable, loads
 from diagnose.service.models import IncidentDraft, IncidentRecord
 from diagnose.service.settings import Settings
 from diagnose.service.store import DRAFT_CONTENT_TYPE, SqlStore, StoredRequest
+
+if TYPE_CHECKING:
+    from diagnose.service.postback import Delivery
 
 log = structlog.get_logger("diagnose.service.worker")
 
@@ -358,9 +361,9 @@ class Worker:
             self._observe(req.source, "failed" if outcome == "failed" else "retry", started)
             return outcome
         for iid in incident_ids:  # the post-back right away; a crash here leaves it 'pending' for the next run
-            inc = self.store.claim_delivery(self.settings.lease_s, incident_id=iid, now=now)
-            if inc is not None:
-                self._deliver(inc)
+            claimed = self.store.claim_delivery(self.settings.lease_s, incident_id=iid, now=now)
+            if claimed is not None:
+                self._deliver(claimed)
         return "done"
 
     # -- steps -------------------------------------------------------------------------------------------
@@ -456,6 +459,7 @@ class Worker:
             self.store.record_delivery(inc.id, [])
             return
         reply_to = self.store.get_reply_to(inc.id)
+        results: list[Delivery | _Failed]
         try:
             from diagnose.service.postback import deliver
 

@@ -69,8 +69,8 @@ def normalize(payload: Any, settings: Settings) -> list[IncidentDraft]:
                            f"known: {', '.join(FIELDS)}")
     values: dict[str, Any] = {}
     for name, path in mapping.items():
-        found, value = get_path(body, path)
-        if found and value is not None and value != "":
+        present, value = get_path(body, path)
+        if present and value is not None and value != "":
             values[name] = value
     missing = [f"{f} (path {mapping[f]!r})" if f in mapping else f"{f} (not mapped)" for f in REQUIRED
                if f not in values]

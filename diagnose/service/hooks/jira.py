@@ -54,7 +54,8 @@ def adf_to_text(node: Any, _depth: int = 0) -> str:
     if not isinstance(node, dict):
         return ""
     kind = node.get("type") if isinstance(node.get("type"), str) else ""
-    attrs = node.get("attrs") if isinstance(node.get("attrs"), dict) else {}
+    raw_attrs = node.get("attrs")
+    attrs: dict[Any, Any] = raw_attrs if isinstance(raw_attrs, dict) else {}
     if kind == "text":
         return str(node.get("text", ""))
     if kind == "hardBreak":
