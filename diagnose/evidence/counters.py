@@ -228,11 +228,11 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
     uniques: dict[str, np.ndarray] = {}
     span = 1
     for k in KEYS:
-        c, u = _key_codes(dfs, k)
+        key_c, u = _key_codes(dfs, k)
         span *= max(len(u), 1)
         if span >= 1 << 62:
             raise OverflowError("too many distinct port keys to combine")  # not reachable with real fabrics
-        codes = codes * len(u) + c
+        codes = codes * len(u) + key_c
         uniques[k] = np.asarray(u, dtype=object)
     pid_all, order_u = pd.factorize(codes, sort=True)  # what np.unique(codes, return_inverse=True) gives
     rest = order_u.copy()
@@ -305,8 +305,9 @@ def build_counter_table(frames: dict[str, pd.DataFrame]) -> CounterTable:
             pd.to_numeric(long["value"], errors="coerce").to_numpy(np.float64), long["line"].to_numpy(np.int64))
         se = long[long["counter"] == "symbol_error"].sort_values(["source", "line"], kind="stable").head(3)
         clean_marks += list(zip(se["source"].astype(str), se["line"].astype(int), strict=True))
-    ext_all = np.concatenate([df["extended"].fillna(False).to_numpy(bool) if df is long else
-                              df["extended"].to_numpy(bool) for df in dfs])
+    ext_all = np.concatenate([df["extended"].fillna(False).to_numpy(bool) if is_long else
+                              df["extended"].to_numpy(bool) for df, is_long in ((long, True), (wide, False))
+                              if df is not None])
     if wide is not None:
         o = order_all[n_long:]
         src_c = src_codes_all[n_long:]

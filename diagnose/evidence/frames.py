@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import defaultdict
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -26,8 +27,8 @@ def build_frames(records: list[Record]) -> dict[str, pd.DataFrame]:
         else:
             got.extend(run)
     batches: dict[str, list[ColumnBatch]] = defaultdict(list)
-    for b in groups.pop(ColumnBatch, []):
-        batches[b.table].append(b)  # type: ignore[attr-defined]
+    for b in cast(list[ColumnBatch], groups.pop(ColumnBatch, [])):  # keyed by type: these are ColumnBatch
+        batches[b.table].append(b)
     frames = {cls.__name__: _records_frame(cls, recs) for cls, recs in groups.items()}
     for table, group in sorted(batches.items()):
         # a table of bulk rows: the batches of every file, plus records of the same type from small files
@@ -122,7 +123,7 @@ def _rows_frame(run: list[ColumnBatch]) -> pd.DataFrame:
         else:  # Python values (an array next to a list becomes Python values again: the list decides the dtype)
             joined: list[object] = []
             for p in parts:
-                joined += p.tolist() if isinstance(p, np.ndarray) else p  # type: ignore[operator]
+                joined += p.tolist() if isinstance(p, np.ndarray) else cast(list[object], p)  # else a Python list
             columns[name] = joined
     return pd.DataFrame(_columns(columns))
 

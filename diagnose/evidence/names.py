@@ -246,7 +246,7 @@ def name_for(ctx: Context, guid: str | None = None, lid: int | None = None) -> s
     return n.name if n is not None else None
 
 
-def label(ctx: Context, guid: str | None = None, lid: int | None = None) -> str:
+def label(ctx: Context, guid: object = None, lid: object = None) -> str:
     """``gpu-a101 (0x0002c903000e0b72)`` when a source names it; else the GUID, else ``lid N``."""
     n = node(ctx, guid, lid)
     g = guid_for(ctx, guid, lid)

@@ -13,10 +13,12 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from types import ModuleType
 
 from diagnose.catalog.messages import MessageCatalog, MessageEntry, default_messages
 from diagnose.models.records import Record, clip
 
+_ac: ModuleType | None
 try:  # the prefilter's fast path: a C/Rust automaton over bytes
     import ahocorasick_rs as _ac
 except ImportError:  # pragma: no cover - depends on the installation

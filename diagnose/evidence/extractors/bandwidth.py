@@ -145,6 +145,7 @@ _FRACTIONS = {"half": 0.5, "a third": 1 / 3, "one third": 1 / 3, "a quarter": 0.
 
 def _figures(text: str) -> tuple[float | None, float | None]:
     """(measured, stated expectation) in GB/s from one line of the report."""
+    stated: float | None
     fr = _FRACTION.search(text)
     if fr:
         stated = float(fr["v"])

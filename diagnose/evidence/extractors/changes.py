@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import re
+from typing import TypedDict, cast
 
 import pandas as pd
 
@@ -104,9 +105,37 @@ def _compare(good: dict[int, float], bad: dict[int, float]) -> tuple[int, float,
     return size, g, b
 
 
-def _pairs(runs: pd.DataFrame) -> list[dict[str, object]]:
+class _Pair(TypedDict):
+    """An (earlier, later) pair of runs (rows of ``_runs``) compared at their largest common message size."""
+
+    good: pd.Series
+    bad: pd.Series
+    size: int
+    good_bw: float
+    bad_bw: float
+    ratio: float
+
+
+class _Change(TypedDict):
+    """One changed setting: a diff record (``ConfigChange``) or an option the running SM re-read."""
+
+    file: str | None
+    key: str
+    old: str | None
+    new: str | None
+    when: str | None
+    commit: str | None
+    author: str | None
+    subject: str | None
+    host: str | None
+    style: str
+    ev: list[EvidenceRef]
+    how: str
+
+
+def _pairs(runs: pd.DataFrame) -> list[_Pair]:
     """(earlier, later) run pairs of one collective and node count with the later slower."""
-    out: list[dict[str, object]] = []
+    out: list[_Pair] = []
     if runs.empty:
         return out
     for (_coll, _nodes), grp in runs.groupby(["collective", runs["nodes"].fillna(-1)], sort=True):
@@ -134,31 +163,31 @@ def _day(iso: str) -> str:
 @extractor
 def run_regression(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
-    best: dict[tuple[str, int], dict[str, object]] = {}
+    best: dict[tuple[str, int], _Pair] = {}
     for p in _pairs(_runs(ctx)):
         bad = p["bad"]
-        k = (str(bad["source"]), int(bad["run_index"]))  # type: ignore[index]
-        if k not in best or float(p["ratio"]) < float(best[k]["ratio"]):  # type: ignore[arg-type]
+        k = (str(bad["source"]), int(bad["run_index"]))
+        if k not in best or float(p["ratio"]) < float(best[k]["ratio"]):
             best[k] = p
     for k in sorted(best):
         p = best[k]
         good, bad = p["good"], p["bad"]
-        nodes = val(bad["nodes"])  # type: ignore[index]
+        nodes = cast("int | float | None", val(bad["nodes"]))  # _runs' node count: int, or a float column with NaN
         out.append(finding(
             "busbw_regressed_since_run",
-            f"nccl-tests {bad['collective']} on {nodes or '?'} node(s) at {p['size']} B: {p['bad_bw']:g} GB/s busbw"  # type: ignore[index]
-            f" on {_day(str(bad['iso']))}, {float(p['ratio']):.0%} of the {p['good_bw']:g} GB/s of the run on"  # type: ignore[index]
-            f" {_day(str(good['iso']))}.",  # type: ignore[index]
-            evidence=[_run_ref(good, "busbw_regressed_since_run"), _run_ref(bad, "busbw_regressed_since_run")],  # type: ignore[arg-type]
-            attrs={"ratio": p["ratio"], "good_when": str(good["iso"]), "bad_when": str(bad["iso"]),  # type: ignore[index, dict-item]
-                   "size_bytes": p["size"], "nodes": nodes, "collective": str(bad["collective"]),  # type: ignore[index, dict-item]
-                   "good_busbw": p["good_bw"], "bad_busbw": p["bad_bw"]},  # type: ignore[dict-item]
+            f"nccl-tests {bad['collective']} on {nodes or '?'} node(s) at {p['size']} B: {p['bad_bw']:g} GB/s busbw"
+            f" on {_day(str(bad['iso']))}, {float(p['ratio']):.0%} of the {p['good_bw']:g} GB/s of the run on"
+            f" {_day(str(good['iso']))}.",
+            evidence=[_run_ref(good, "busbw_regressed_since_run"), _run_ref(bad, "busbw_regressed_since_run")],
+            attrs={"ratio": p["ratio"], "good_when": str(good["iso"]), "bad_when": str(bad["iso"]),
+                   "size_bytes": p["size"], "nodes": nodes, "collective": str(bad["collective"]),
+                   "good_busbw": p["good_bw"], "bad_busbw": p["bad_bw"]},
         ))
     return out
 
 
-def _changes(ctx: Context, year: int | None) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
+def _changes(ctx: Context, year: int | None) -> list[_Change]:
+    out: list[_Change] = []
     cc = ctx.frame("ConfigChange")
     for r in cc.itertuples(index=False) if not cc.empty else ():
         ev = []
@@ -223,13 +252,13 @@ def config_changes(ctx: Context) -> list[Finding]:
 
     for c in _changes(ctx, year):
         key, old, new = str(c["key"]), c["old"], c["new"]
-        area = area_of(key, c["file"], old, new)  # type: ignore[arg-type]
-        when_dt = order_key(c["when"])  # type: ignore[arg-type]
-        hit = None
+        area = area_of(key, c["file"], old, new)
+        when_dt = order_key(c["when"])
+        hit: _Pair | None = None
         if when_dt is not None:
-            inside = [p for p in pairs if p["good"]["when"] < when_dt < p["bad"]["when"]]  # type: ignore[index]
+            inside = [p for p in pairs if p["good"]["when"] < when_dt < p["bad"]["when"]]
             if inside:
-                hit = min(inside, key=lambda p: (float(p["ratio"]), str(p["bad"]["iso"])))  # type: ignore[index, arg-type]
+                hit = min(inside, key=lambda p: (float(p["ratio"]), str(p["bad"]["iso"])))
         where = f"{c['file']}: " if c["file"] else ""
         who = ""
         if c["commit"]:
@@ -238,27 +267,27 @@ def config_changes(ctx: Context) -> list[Finding]:
         elif c["how"] == "sm_reread":
             who = " (re-read by the running SM)"
         if old is not None and new is not None:
-            what = f"{key} changed from {_quote(old)} to {_quote(new)}"  # type: ignore[arg-type]
+            what = f"{key} changed from {_quote(old)} to {_quote(new)}"
         elif new is not None:
-            what = f"{key} set to {_quote(new)}"  # type: ignore[arg-type]
+            what = f"{key} set to {_quote(new)}"
         else:
-            what = f"{key} {_quote(old)} removed"  # type: ignore[arg-type]
+            what = f"{key} {_quote(old)} removed"
         when_s = f" on {_day(str(c['when']))}" if c["when"] else " (undated)"
         between = ""
         attrs: dict[str, str | int | float | bool | None] = {
-            "area": area, "key": key, "old": old, "new": new, "when": c["when"], "file": c["file"],  # type: ignore[dict-item]
-            "commit": c["commit"], "between_runs": hit is not None, "run_drop": None, "source_kind": c["how"]}  # type: ignore[dict-item]
-        ev = list(c["ev"])  # type: ignore[call-overload]
+            "area": area, "key": key, "old": old, "new": new, "when": c["when"], "file": c["file"],
+            "commit": c["commit"], "between_runs": hit is not None, "run_drop": None, "source_kind": c["how"]}
+        ev = list(c["ev"])
         if hit is not None:
             g, b = hit["good"], hit["bad"]
-            between = (f", between the {b['collective']} run of {_day(str(g['iso']))} ({hit['good_bw']:g} GB/s busbw)"  # type: ignore[index]
-                       f" and the one of {_day(str(b['iso']))} ({hit['bad_bw']:g} GB/s, {float(hit['ratio']):.0%})")  # type: ignore[index]
-            attrs.update({"run_drop": hit["ratio"], "good_when": str(g["iso"]), "bad_when": str(b["iso"])})  # type: ignore[index, dict-item]
-            ev += [_run_ref(g, "fabric_config_changed"), _run_ref(b, "fabric_config_changed")]  # type: ignore[arg-type]
+            between = (f", between the {b['collective']} run of {_day(str(g['iso']))} ({hit['good_bw']:g} GB/s busbw)"
+                       f" and the one of {_day(str(b['iso']))} ({hit['bad_bw']:g} GB/s, {float(hit['ratio']):.0%})")
+            attrs.update({"run_drop": hit["ratio"], "good_when": str(g["iso"]), "bad_when": str(b["iso"])})
+            ev += [_run_ref(g, "fabric_config_changed"), _run_ref(b, "fabric_config_changed")]
         out.append(finding(
             "fabric_config_changed",
             f"{where}{what}{when_s}{who}{between}.",
-            location=Location(host=c["host"]) if c["host"] or area == "env" else _sm_place(),  # type: ignore[arg-type]
+            location=Location(host=c["host"]) if c["host"] or area == "env" else _sm_place(),
             attrs=attrs, evidence=ev,
         ))
     return out

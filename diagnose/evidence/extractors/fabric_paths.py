@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -258,11 +259,11 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
             elif _SW_DESC.search(d):
                 types[g] = "SW"
     # the first switch row of each LID names it (a switch's rows repeat its LID once per port)
-    g_type = np.append(np.array([types.get(u) for u in g_uniq], dtype=object), None)[g_code]
+    g_type = np.append(np.array([types.get(u) for u in g_uniq], dtype=object), np.array([None], dtype=object))[g_code]
     sw_rows = links.loc[(g_type == "SW") & links["lid"].notna().to_numpy(), ["guid", "lid"]].drop_duplicates("lid")
     for g, lid in zip(sw_rows["guid"].astype(str).tolist(), sw_rows["lid"].tolist(), strict=True):
         lid_guid.setdefault(int(lid), g)
-    p_type = np.append(np.array([types.get(u) for u in p_uniq], dtype=object), None)[p_code]
+    p_type = np.append(np.array([types.get(u) for u in p_uniq], dtype=object), np.array([None], dtype=object))[p_code]
     return types, lid_guid, links.assign(peer_type=pd.Series(p_type, index=links.index, dtype=object), guid_code=g_code)
 
 
@@ -401,6 +402,7 @@ def _skew_findings(ctx: Context, report: pd.DataFrame, j: pd.DataFrame, rows_of:
         c = cable[(sw, hot_port)]
         peer_guid = sval(mine["peer_guid"].iat[c])
         peer_name = name_of(peer_guid)
+        peer: str | None
         if peer_name is not None:
             peer, name = peer_name, name_of(sw) or sval(mine["description"].iat[c]) or sw
         else:
@@ -515,6 +517,16 @@ def _runs(keys: list[tuple[object, ...]]) -> list[tuple[int, int]]:
     return list(zip([0, *cut], [*cut, len(keys)], strict=True))
 
 
+class _PrioVerdict(TypedDict):
+    """What traffic_class gathers for one (verdict, traffic priority, PFC priorities) of a host."""
+
+    share: float
+    delta: bool
+    pause: str
+    pause_on_traffic: bool
+    gb: float
+
+
 @extractor
 def traffic_class(ctx: Context) -> list[Finding]:
     """Which priority the RoCE traffic rides on, which priorities are lossless (PFC), and NCCL's traffic class."""
@@ -532,7 +544,7 @@ def traffic_class(ctx: Context) -> list[Finding]:
             devs_of.setdefault(host_k[a], []).append((dev_k[a], a, b))
         for host, dev_runs in devs_of.items():
             verdicts: dict[tuple[str, int, str], list[str]] = {}
-            info: dict[tuple[str, int, str], dict[str, object]] = {}
+            info: dict[tuple[str, int, str], _PrioVerdict] = {}
             for dev, a, b in dev_runs:
                 pfc = sorted(prio[i] for i in range(a, b) if pfc_f[i])
                 pfc_all.update(pfc)
@@ -557,8 +569,8 @@ def traffic_class(ctx: Context) -> list[Finding]:
                 cur = info.setdefault(key, {"share": share, "delta": any(delta[a:b]),
                                             "pause": ",".join(map(str, pause_prios)) or "none",
                                             "pause_on_traffic": tprio in pause_prios, "gb": 0.0})
-                cur["share"] = min(float(cur["share"]), share)  # type: ignore[arg-type]
-                cur["gb"] = float(cur["gb"]) + float(byt[top]) / 1e9  # type: ignore[arg-type]
+                cur["share"] = min(float(cur["share"]), share)
+                cur["gb"] = float(cur["gb"]) + float(byt[top]) / 1e9
             for (kind, tprio, pfc_s), devs in sorted(verdicts.items()):
                 i = info[(kind, tprio, pfc_s)]
                 what = "between snapshots" if i["delta"] else "(cumulative)"
@@ -596,17 +608,17 @@ def traffic_class(ctx: Context) -> list[Finding]:
             tcv, src = 0, None
         if tcv is not None:
             dscp = tcv >> 2
-            prio = dscp >> 3
+            tc_prio = dscp >> 3
             pfc_s = ",".join(map(str, sorted(pfc_all)))
-            kind = "nccl_tc_lossless" if prio in pfc_all else "nccl_tc_not_lossless"
+            kind = "nccl_tc_lossless" if tc_prio in pfc_all else "nccl_tc_not_lossless"
             set_txt = f"NCCL_IB_TC={tcv}" if src is not None else "NCCL_IB_TC is not set (traffic class 0)"
             out.append(finding(
                 kind,
-                f"{set_txt}: DSCP {dscp}, priority {prio} by the default DSCP map, "
+                f"{set_txt}: DSCP {dscp}, priority {tc_prio} by the default DSCP map, "
                 + ("a PFC-enabled priority." if kind == "nccl_tc_lossless"
                    else f"but PFC is enabled only on priority {pfc_s}."),
                 src, Location(host=sval(src.iloc[0]["host"])) if src is not None else None,
-                {"tc": tcv, "dscp": dscp, "prio": prio, "pfc_prios": pfc_s, "set": src is not None},
+                {"tc": tcv, "dscp": dscp, "prio": tc_prio, "pfc_prios": pfc_s, "set": src is not None},
             ))
     return out
 
@@ -903,8 +915,8 @@ def _net_pairs(ctx: Context) -> list[Finding]:
     texts, host_raw = net["text"].tolist(), net["host"].to_numpy(object)
     direction, nic = net["direction"].to_numpy(object), net["net_dev"].to_numpy().astype(np.int64)
     key = np.zeros(len(net), dtype=np.int64)
-    for c in _CONNECTION:  # the connection's numbers combined into one code (mixed radix over their distinct values)
-        codes, uniq = pd.factorize(net[c].to_numpy())
+    for col in _CONNECTION:  # the connection's numbers combined into one code (mixed radix over their distinct values)
+        codes, uniq = pd.factorize(net[col].to_numpy())
         key = pd.factorize(key * len(uniq) + codes)[0].astype(np.int64)
     host, h_uniq = pd.factorize(host_raw)  # a missing host (-1) is a host of its own here
     empty = int(pd.Index(h_uniq).get_indexer([""])[0])  # -1 when no host is ""

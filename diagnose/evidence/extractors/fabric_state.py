@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from datetime import datetime, timezone
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -156,9 +157,9 @@ def link_flaps(ctx: Context) -> list[Finding]:
         probe = probe[probe["host"].fillna("").isin(down_hosts)]
         for (src, host), grp in probe.groupby([probe["source"], probe["host"].fillna("")]):
             # the driver probe lines come first in a kernel log: their time is the start-up reference
-            ts = [t for t in (_secs(x) for x in grp.nsmallest(8, "line")["timestamp"]) if t is not None]
-            if ts:
-                boot_ref[(str(src), str(host))] = min(ts)
+            probe_ts = [t for t in (_secs(x) for x in grp.nsmallest(8, "line")["timestamp"]) if t is not None]
+            if probe_ts:
+                boot_ref[(str(src), str(host))] = min(probe_ts)
     kev = ctx.frame("KernelEvent")
     if not kev.empty:
         ib = kev[(kev["category"] == "ib_link") & kev["device"].notna()].copy()
@@ -679,7 +680,7 @@ def _stray_master(ctx: Context, masters: pd.DataFrame, guids: list[str]) -> tupl
         hit = ports[pd.to_numeric(ports["lid"], errors="coerce") == lid]
         if not hit.empty:
             row = hit.iloc[0]
-            port = val(row["port"])
+            port = cast("int | None", val(row["port"]))  # an IbPort's port: int
             return stray, lid, Location(host=sval(row["host"]), device=sval(row["device"]),
                                         port=int(port) if port is not None else None)
     fab = ctx.fabric

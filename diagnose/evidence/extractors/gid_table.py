@@ -195,9 +195,9 @@ def _ports(ctx: Context, gids: pd.DataFrame) -> list[_Port]:
         if (str(src), str(h), key[1], key[2]) in cut:
             port.partial = True
     for port in out.values():
-        vers = {e.ver for e in port.entries.values()}
+        port_vers = {e.ver for e in port.entries.values()}
         hd = (port.host, port.device)
-        port.ib = hd in ib_devs or (vers == {"ib"} and hd not in eth_devs)
+        port.ib = hd in ib_devs or (port_vers == {"ib"} and hd not in eth_devs)
     return [out[k] for k in sorted(out)]
 
 
@@ -569,9 +569,9 @@ def gid_table(ctx: Context) -> list[Finding]:
     # tables that give nothing to fault: complete, from 0, no holes, the same routable v2 IPv4 index everywhere
     whole = [p for p in ports if not p.partial]
     if whole and not sparse and not ll and len(whole) == len(ports):
-        v4 = {(p.routable_v2("ipv4") or [None])[0] for p in whole}
-        if len(v4) == 1 and None not in v4:
-            i = next(iter(v4))
+        v4 = {next(iter(p.routable_v2("ipv4")), None) for p in whole}  # each table's first, or None
+        i = next(iter(v4))  # whole is not empty
+        if len(v4) == 1 and i is not None:
             hosts = sorted({p.host for p in whole if p.host})
             out.append(finding(
                 "gid_table_ok",

@@ -22,6 +22,7 @@ Both ends are named: a switch by its short name and port (``leaf-c2/P38``), an H
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import pandas as pd
 
@@ -145,7 +146,7 @@ def link_training(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     seen: dict[tuple, dict[str, object]] = {}
     for c in cands:
-        key = c["key"]
+        key = cast(tuple, c["key"])  # every candidate is a _candidate: its key is a _cable_key
         if key in seen:
             seen[key]["rows"] = pd.concat([seen[key]["rows"], c["rows"]])  # type: ignore[list-item]
             seen[key]["ends_seen"] = min(2, int(seen[key]["ends_seen"]) + 1)  # type: ignore[call-overload]

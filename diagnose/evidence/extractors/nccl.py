@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -65,7 +66,8 @@ def message_mask(ctx: Context, pattern: str | re.Pattern[str], flags: int = 0) -
     key = f"messages.mask:{rx.flags}:{rx.pattern}"
     mask = ctx.cache.get(key)
     if mask is None:
-        mask = _broadcast_test(*_distinct_messages(ctx), lambda t: rx.search(t) is not None)  # type: ignore[arg-type]
+        # the distinct values of the message column: texts
+        mask = _broadcast_test(*_distinct_messages(ctx), lambda t: rx.search(cast(str, t)) is not None)
         mask.flags.writeable = False  # shared by every caller
         ctx.cache[key] = mask
     return mask  # type: ignore[return-value]

@@ -91,12 +91,12 @@ def roce_qos_config(ctx: Context) -> list[Finding]:
     pcp = qos[qos["trust"] == "pcp"]
     if not pcp.empty:
         ifs = sorted(set(pcp["_label"]))
-        pfc = sorted({p for s in pcp["pfc_prios"].dropna() for p in str(s).split(",") if p})
+        pcp_pfc = sorted({p for s in pcp["pfc_prios"].dropna() for p in str(s).split(",") if p})
         out.append(finding(
             "roce_trust_pcp",
             f"{', '.join(ifs[:6])} trust{'s' if len(ifs) == 1 else ''} the VLAN PCP, not DSCP: NCCL_IB_TC's DSCP"
             " does not choose the priority there (untagged RoCE lands on priority 0).",
-            pcp, Location(host=_one(pcp["host"])), {"interfaces": len(ifs), "pfc_prios": ",".join(pfc)},
+            pcp, Location(host=_one(pcp["host"])), {"interfaces": len(ifs), "pfc_prios": ",".join(pcp_pfc)},
         ))
     dscp_if = qos[(qos["trust"] == "dscp") & qos["pfc_prios"].notna()]
     if dscp_if.empty:

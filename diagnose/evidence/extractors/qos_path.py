@@ -167,7 +167,8 @@ def _sl_text(sl: int | _Sl, sl_set: bool = False) -> str:
     if isinstance(sl, _Sl):
         if sl.origin == POLICY:
             return f"SL {sl.sl} (what qos-policy.conf gives SA path queries; no NCCL job in the bundle)"
-        sl, sl_set = sl.sl, sl.set
+        sl_set = sl.set
+        sl = sl.sl
     return f"NCCL_IB_SL={sl}" if sl_set else f"NCCL_IB_SL unset (SL {sl})"
 
 

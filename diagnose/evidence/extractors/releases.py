@@ -164,8 +164,9 @@ def known_releases(ctx: Context) -> list[Finding]:
         hosts = sorted({str(h) for h in rows["host"].dropna() if str(h)})
         fix = f" Fixed in {entry.fixed_in}." if entry.fixed_in else ""
         work = f" Workaround: {entry.workaround}." if entry.workaround else ""
-        attrs: dict[str, object] = {"component": entry.component, "version": versions[0], "release": entry.id,
-                                    "fails_match": match, "fixed_in": entry.fixed_in}
+        attrs: dict[str, str | int | float | bool | None] = {
+            "component": entry.component, "version": versions[0], "release": entry.id, "fails_match": match,
+            "fixed_in": entry.fixed_in}
         if entry.exposes:
             # the release is sound; it makes a misconfiguration fail that earlier releases tolerated
             out.append(finding(

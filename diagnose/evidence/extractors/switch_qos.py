@@ -86,6 +86,7 @@ def switch_lossless_queues(ctx: Context) -> list[Finding]:
             Location(device=f"{where}{top['port']}"),
             {"drops": int(grp["drops"].sum()), "ports": int(grp["port"].nunique()), "pfc_frames": paused,
              "pfc_seen": None if paused is None else paused > 0,
-             "port_pfc_frames": int(at_top["n"].sum()) if paused is not None else None, "prio": int(top["prio"])},
+             "port_pfc_frames": None if paused is None or at_top is None else int(at_top["n"].sum()),
+             "prio": int(top["prio"])},
         ))
     return out

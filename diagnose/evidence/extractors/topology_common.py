@@ -34,8 +34,8 @@ def errors_share_switch(ctx: Context) -> list[Finding]:
     leaves_per_ep: list[set[str]] = []
     host_hcas: dict[str, list[str]] = {}  # an endpoint without HCA name stands for all of its host's HCAs
     if any(not hca for _h, hca in endpoints):
-        for (h, _d), g in fab.by_host_dev.items():
-            host_hcas.setdefault(h, []).append(g)
+        for (h, _d), hca_guid in fab.by_host_dev.items():
+            host_hcas.setdefault(h, []).append(hca_guid)
     for host, hca in endpoints:
         guids = [fab.hca(host, hca)] if hca else host_hcas.get(host, [])
         leaves: set[str] = set()
