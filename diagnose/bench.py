@@ -351,7 +351,8 @@ def _truth_location(truth: dict[str, object]) -> tuple[set[str], set[str]]:
     hosts: set[str] = set()
     loc = truth.get("location") or {}
     peer = truth.get("peer") or {}
-    extra = [p for p in (truth.get("ports") or []) if isinstance(p, dict)]  # congestion, routing: the hot ports
+    # congestion, routing: the hot ports (a JSON value, iterated as it is: the simulator writes a list)
+    extra = [p for p in (truth.get("ports") or []) if isinstance(p, dict)]  # type: ignore[attr-defined]
     for d in (loc, peer, *extra):
         if not isinstance(d, dict):
             continue

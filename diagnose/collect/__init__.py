@@ -293,7 +293,7 @@ def collect(out: Path | None, *, interval_s: float = 30.0, deadline_s: float = 3
             res.steps.append(Step(c.name, list(c.argv), None, "skipped", note=f"the run's {deadline_s:g} s bound"))
             continue
         each = _items(c, res.files, items) if c.each else [None]
-        if not each:
+        if not each and c.each:  # (each is [None] when c.each is unset)
             res.steps.append(Step(c.name, list(c.argv), None, "skipped", note=f"no {c.each.replace('_', ' ')} here"))
             continue
         t0 = time.monotonic()
@@ -398,7 +398,8 @@ def job_failures(folder: Path) -> list[tuple[str, str, str]]:
     if data is None or data.get("kind") != JOB_MANIFEST_KIND:
         return []
     out: list[tuple[str, str, str]] = []
-    rows = data.get("hosts") if isinstance(data.get("hosts"), list) else []
+    raw_rows = data.get("hosts")
+    rows: list[object] = raw_rows if isinstance(raw_rows, list) else []
     fabric = data.get("fabric")
     for row in [*rows, *([fabric] if isinstance(fabric, dict) else [])]:
         if not isinstance(row, dict) or row.get("status") in ("ok", None):
@@ -431,7 +432,9 @@ def hosts_without_comm_tools(paths: Iterable[str | os.PathLike[str]]) -> list[st
             data = _read_manifest(folder)
             if data is None or data.get("kind") != MANIFEST_KIND or data.get("scope", "host") != "host":
                 continue
-            status = {c.get("name"): c.get("status") for c in data.get("commands") or [] if isinstance(c, dict)}
+            # a JSON value, iterated as it is (the collector writes a list)
+            status = {c.get("name"): c.get("status") for c in data.get("commands") or []  # type: ignore[attr-defined]
+                      if isinstance(c, dict)}
             if any(status.get(t) != "missing" for t in _COMM_TOOLS):
                 return []
             hosts.append(str(data.get("host") or folder.name))

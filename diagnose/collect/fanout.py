@@ -343,7 +343,8 @@ def _store(out: Path, folder: str, host: str, files: dict[str, str], t0: float) 
     man = _reported(files)
     if man is None:
         return HostOutcome(host, "failed", "its answer holds no collector manifest", duration_s=_since(t0))
-    reported = man.get("host") if isinstance(man.get("host"), str) else None
+    raw_host = man.get("host")
+    reported = raw_host if isinstance(raw_host, str) else None
     dest = out / folder
     dest.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
@@ -356,7 +357,8 @@ def _store(out: Path, folder: str, host: str, files: dict[str, str], t0: float) 
             man["reported_host"] = reported
     (dest / MANIFEST).write_text(json.dumps(man, indent=2) + "\n", encoding="utf-8")
     counts: dict[str, int] = {}
-    for c in man.get("commands") or []:
+    # a JSON value, iterated as it is (the collector writes a list)
+    for c in man.get("commands") or []:  # type: ignore[attr-defined]
         if isinstance(c, dict) and isinstance(c.get("status"), str):
             counts[c["status"]] = counts.get(c["status"], 0) + 1
     return HostOutcome(host, "ok", None, folder, _since(t0), reported if reported != host else None, counts)
@@ -381,6 +383,7 @@ def _resolve(plan: Plan, group: list[str], streams: _Streams, killed: set[str | 
     """Each host of a group: its answer stored, or why there is none."""
     by_host: dict[str, Receiver] = {}
     task_of: dict[str, str] = {}
+    rx: Receiver | None
     for key, rx in streams.rx.items():
         if plan.via == "srun":
             man = _reported(rx.files) if rx.files else None
@@ -446,16 +449,17 @@ def _remote(plan: Plan, *args: str) -> list[str]:
 
 def _fabric_host(results: list[HostOutcome], out: Path) -> str | None:
     """The first host that answered with ibnetdiscover on it and sminfo working, else the first with ibnetdiscover."""
-    candidates = []
+    candidates: list[tuple[bool, int, str]] = []
     for r in results:
         if r.status != "ok" or not r.folder:
             continue
         man = _reported({MANIFEST: (out / r.folder / MANIFEST).read_text(encoding="utf-8")}) or {}
+        # JSON values, read as they are (the collector writes lists)
         tools = man.get("fabric_tools") or []
-        if "ibnetdiscover" not in tools:
+        if "ibnetdiscover" not in tools:  # type: ignore[operator]
             continue
         sm_ok = any(isinstance(c, dict) and c.get("name") == "sminfo" and c.get("status") == "ok"
-                    for c in man.get("commands") or [])
+                    for c in man.get("commands") or [])  # type: ignore[attr-defined]
         candidates.append((not sm_ok, len(candidates), r.host))
     return min(candidates)[2] if candidates else None
 
