@@ -249,3 +249,16 @@ def test_a_host_without_gpu_or_rdma_tools_triages_to_nothing_of_the_communicatio
     log.write_text("gpu-a01:2210:2210 [0] NCCL INFO NET/IB : No device found.\n")
     assert CliRunner().invoke(app, ["triage", str(out), str(log)]).exit_code == 0
     assert CliRunner().invoke(app, ["triage", str(out), "--symptom", "NCCL timeout"]).exit_code == 0
+
+
+def test_a_forged_manifest_whose_commands_are_no_list_is_read_as_naming_no_command(tmp_path: Path) -> None:
+    from diagnose.collect import MANIFEST_KIND, hosts_without_comm_tools
+
+    for commands in (5, "ibstat missing", {"ibstat": "missing"}, None):
+        b = tmp_path / f"b{len(list(tmp_path.iterdir()))}"
+        b.mkdir()
+        (b / MANIFEST).write_text(json.dumps({"kind": MANIFEST_KIND, "host": "h1", "commands": commands}))
+        (b / "ulimit.out").write_text("max locked memory       (kbytes, -l) 8192\n")
+        assert hosts_without_comm_tools([b]) == []  # (no command recorded: not a host known to lack the tools)
+        d = triage([b])
+        assert [f.path for f in d.files] == ["ulimit.out"]

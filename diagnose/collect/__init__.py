@@ -412,6 +412,12 @@ def job_failures(folder: Path) -> list[tuple[str, str, str]]:
     return out
 
 
+def json_list(value: object) -> list[object]:
+    """A manifest's list as it was read (a list the collector wrote; anything else, as a damaged or forged manifest
+    may hold, is no list: empty)."""
+    return value if isinstance(value, list) else []
+
+
 _COMM_TOOLS = ("nvidia_smi", "ibstat", "ibv_devinfo")  # one of them runs on any GPU or RDMA host
 
 
@@ -432,9 +438,7 @@ def hosts_without_comm_tools(paths: Iterable[str | os.PathLike[str]]) -> list[st
             data = _read_manifest(folder)
             if data is None or data.get("kind") != MANIFEST_KIND or data.get("scope", "host") != "host":
                 continue
-            # a JSON value, iterated as it is (the collector writes a list)
-            status = {c.get("name"): c.get("status") for c in data.get("commands") or []  # type: ignore[attr-defined]
-                      if isinstance(c, dict)}
+            status = {c.get("name"): c.get("status") for c in json_list(data.get("commands")) if isinstance(c, dict)}
             if any(status.get(t) != "missing" for t in _COMM_TOOLS):
                 return []
             hosts.append(str(data.get("host") or folder.name))

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import structlog
 
-from diagnose.collect import JOB_MANIFEST_KIND, MANIFEST, MANIFEST_KIND
+from diagnose.collect import JOB_MANIFEST_KIND, MANIFEST, MANIFEST_KIND, json_list
 from diagnose.collect.stream import Receiver
 
 log = structlog.get_logger("diagnose.collect")
@@ -357,8 +357,7 @@ def _store(out: Path, folder: str, host: str, files: dict[str, str], t0: float) 
             man["reported_host"] = reported
     (dest / MANIFEST).write_text(json.dumps(man, indent=2) + "\n", encoding="utf-8")
     counts: dict[str, int] = {}
-    # a JSON value, iterated as it is (the collector writes a list)
-    for c in man.get("commands") or []:  # type: ignore[attr-defined]
+    for c in json_list(man.get("commands")):
         if isinstance(c, dict) and isinstance(c.get("status"), str):
             counts[c["status"]] = counts.get(c["status"], 0) + 1
     return HostOutcome(host, "ok", None, folder, _since(t0), reported if reported != host else None, counts)
@@ -454,12 +453,10 @@ def _fabric_host(results: list[HostOutcome], out: Path) -> str | None:
         if r.status != "ok" or not r.folder:
             continue
         man = _reported({MANIFEST: (out / r.folder / MANIFEST).read_text(encoding="utf-8")}) or {}
-        # JSON values, read as they are (the collector writes lists)
-        tools = man.get("fabric_tools") or []
-        if "ibnetdiscover" not in tools:  # type: ignore[operator]
+        if "ibnetdiscover" not in json_list(man.get("fabric_tools")):  # (a list: never a substring test)
             continue
         sm_ok = any(isinstance(c, dict) and c.get("name") == "sminfo" and c.get("status") == "ok"
-                    for c in man.get("commands") or [])  # type: ignore[attr-defined]
+                    for c in json_list(man.get("commands")))
         candidates.append((not sm_ok, len(candidates), r.host))
     return min(candidates)[2] if candidates else None
 
