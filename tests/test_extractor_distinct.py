@@ -29,7 +29,7 @@ PATTERNS: list[tuple[str | re.Pattern[str], int]] = [
     (host_pcie._IOMMU_FAULT, 0), (host_pcie._OPEN_FAIL, 0), (host_pcie._ASYNC_FATAL, 0),
     (stack._DRIVER_TOO_OLD, 0), ("Mismatched NCCL version detected", 0), ("Message truncated : received", 0),
 ]
-EXTRACTS = [nccl._COMPLETION, stack._MISMATCH, stack._TRUNCATED]
+EXTRACTS = [nccl.COMPLETION, stack._MISMATCH, stack._TRUNCATED]
 # bundles whose messages hit most of the patterns above
 BUNDLES = [
     "fabric/pkey_mismatch", "gpu/xid_error", "host/container_rdma_access", "host/memlock_limit",

@@ -184,7 +184,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).astimezone().strftime("%a %b %d %H:%M:%S %Z %Y")
 
 
-def _run(argv: Sequence[str], keep: str | None, timeout_s: float) -> tuple[str, int | None, str, str | None]:
+def run_command(argv: Sequence[str], keep: str | None, timeout_s: float) -> tuple[str, int | None, str, str | None]:
     """(output, exit code, status, note) of one command; never raises."""
     try:
         p = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", timeout=timeout_s,
@@ -307,7 +307,7 @@ def collect(out: Path | None, *, interval_s: float = 30.0, deadline_s: float = 3
                     parts.append(f"{_now()}\n")
                 for item in each:
                     argv = _argv(c.argv, item, tmp)
-                    text, code, status, note = _run(argv, c.keep, max(0.1, min(c.timeout_s, left())))
+                    text, code, status, note = run_command(argv, c.keep, max(0.1, min(c.timeout_s, left())))
                     if c.each:
                         parts.append(c.echo.replace("{cmd}", " ".join(argv)).replace("{item}", item or "") + "\n")
                     parts.append(text)

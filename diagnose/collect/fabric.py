@@ -72,9 +72,9 @@ def local_ports(timeout_s: float = 20.0) -> list[tuple[int, int]]:
     """This host's InfiniBand ports (``ibstat``), for ``collect --fabric`` without ``--ports``; [] without ibstat."""
     import shutil
 
-    from diagnose.collect import _run
+    from diagnose.collect import run_command
 
     if shutil.which("ibstat") is None:
         return []
-    text, _, status, _ = _run(["ibstat"], None, timeout_s)
+    text, _, status, _ = run_command(["ibstat"], None, timeout_s)
     return ports_of(text) if status == "ok" else []

@@ -239,7 +239,7 @@ def triage(
         sys.stdout.write(render_markdown(d))
     else:
         tty = sys.stdout.isatty()
-        sys.stdout.write(render_text(d, width=_width(tty), color=tty, verbose=verbose))
+        sys.stdout.write(render_text(d, width=terminal_width(tty), color=tty, verbose=verbose))
     sys.stdout.flush()
     if nothing:
         # the README's promise: nothing readable is a usage error, not a clean bill of health
@@ -266,7 +266,7 @@ def _job_evidence(files: list[Any]) -> bool:
     return any(fmt in _JOB_LOGS for f in files if f.records for fmt in f.format.split("+"))
 
 
-def _width(tty: bool) -> int:
+def terminal_width(tty: bool) -> int:
     """The terminal's width; piped, $COLUMNS when set, else 100."""
     if tty:
         return Console().width

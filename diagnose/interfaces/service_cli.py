@@ -172,10 +172,10 @@ def incidents_list(
     from rich.table import Table
 
     if not rows:
-        from diagnose.service.store import _redact
+        from diagnose.service.store import redact
 
         made = "" if store is not None else " (not created yet: the service creates it)"
-        sys.stdout.write(f"0 incidents in {_redact(where)}{made}\n")
+        sys.stdout.write(f"0 incidents in {redact(where)}{made}\n")
         return
     t = Table(title=f"{len(rows)} incident(s)")
     for c in ("id", "status", "source", "title", "hosts", "alerts", "top cause", "updated"):
@@ -239,9 +239,9 @@ def incidents_show(
             out += render_markdown(d)
         else:
             tty = sys.stdout.isatty()
-            from diagnose.interfaces.cli import _width
+            from diagnose.interfaces.cli import terminal_width
 
-            out += render_text(d, width=_width(tty), color=tty)
+            out += render_text(d, width=terminal_width(tty), color=tty)
     sys.stdout.write(out)
 
 

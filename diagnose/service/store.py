@@ -244,7 +244,7 @@ def _write_failure(exc: BaseException) -> StoreUnavailable | None:
     if isinstance(exc, psycopg.errors.DiskFull):
         return StoreUnavailable("full", "the PostgreSQL server's disk is full")
     if isinstance(exc, psycopg.OperationalError):
-        return StoreUnavailable("unreachable", f"the PostgreSQL store is unreachable: {_redact(str(exc))[:300]}")
+        return StoreUnavailable("unreachable", f"the PostgreSQL store is unreachable: {redact(str(exc))[:300]}")
     return None
 
 
@@ -388,7 +388,7 @@ class SqlStore:
             self.backend = "postgresql"
             self._path = None
         else:
-            raise StoreError(f"unsupported store URL (use sqlite:///path.db or postgresql://...): {_redact(url)}")
+            raise StoreError(f"unsupported store URL (use sqlite:///path.db or postgresql://...): {redact(url)}")
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
@@ -417,7 +417,7 @@ class SqlStore:
             try:
                 conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, connect_timeout=10)
             except psycopg.OperationalError as exc:
-                raise StoreUnavailable("unreachable", f"cannot connect to {_redact(self.url)}: {exc}") from exc
+                raise StoreUnavailable("unreachable", f"cannot connect to {redact(self.url)}: {exc}") from exc
         else:
             assert self._path is not None
             # once the file is opened, a new connection never creates another one at its path (a deleted database
@@ -1161,7 +1161,7 @@ def _incident(r: dict[str, Any]) -> IncidentRecord:
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """A database URL without its password, for messages and logs."""
     return _PASSWORD.sub(r"\1***@", url)
 
@@ -1176,6 +1176,6 @@ def open_store(url: str) -> SqlStore:
         raise
     except Exception as exc:
         store.close()
-        raise StoreError(f"cannot open the store {_redact(url)}: {exc.__class__.__name__}: {exc}") from exc
-    log.info("store_opened", backend=store.backend, url=_redact(url), schema_version=SCHEMA_VERSION)
+        raise StoreError(f"cannot open the store {redact(url)}: {exc.__class__.__name__}: {exc}") from exc
+    log.info("store_opened", backend=store.backend, url=redact(url), schema_version=SCHEMA_VERSION)
     return store

@@ -27,7 +27,7 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding, hosts_label, primary, sval
 from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
 from diagnose.evidence.extractors import extractor
-from diagnose.evidence.extractors.links import _strs, _vals
+from diagnose.evidence.extractors.links import strings_of, values_of
 from diagnose.evidence.extractors.nccl import nccl_link_layer
 from diagnose.evidence.frames import factorize_runs
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
@@ -149,7 +149,7 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
     if not ports.empty and "link_layer" in ports:
         act = ports[ports["state"] == "Active"] if (ports["state"] == "Active").any() else ports
         seen: dict[str, set[str]] = {}  # host -> its ports' link layers
-        for host, ll in zip(act["host"].fillna("").tolist(), _vals(act["link_layer"]), strict=True):
+        for host, ll in zip(act["host"].fillna("").tolist(), values_of(act["link_layer"]), strict=True):
             lls = seen.setdefault(host, set())
             if ll is not None:
                 lls.add(ll)  # type: ignore[arg-type]
@@ -204,7 +204,7 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
     lid_guid: dict[int, str] = {}
     nodes = ctx.frame("FabricNode")
     if not nodes.empty:
-        for g, t, lid in zip(nodes["guid"].tolist(), _strs(nodes["node_type"]), _vals(nodes["lid"]), strict=True):
+        for g, t, lid in zip(nodes["guid"].tolist(), strings_of(nodes["node_type"]), values_of(nodes["lid"]), strict=True):
             if t:
                 types[str(g)] = t
             if lid is not None and t == "SW":

@@ -20,7 +20,7 @@ import pandas as pd
 from diagnose.evidence.context import Context, finding, hosts_label, sval, val
 from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
-from diagnose.evidence.extractors.links import PHY_COUNTERS, _port_index, _vals
+from diagnose.evidence.extractors.links import PHY_COUNTERS, port_index_of, values_of
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 MAX_PORT_FINDINGS = 8
@@ -90,7 +90,7 @@ def _rows(start: object, end: object) -> list[int]:
 
 def _port_where(ctx: Context, host: str, dev: str, guid: str, lid: int, port: int) -> tuple[Location, bool, str]:
     """Location, is-switch, and a label for one counter port."""
-    by_lid, by_guid = _port_index(ctx)
+    by_lid, by_guid = port_index_of(ctx)
     info = by_guid.get(guid) if guid else None
     if info is None and lid >= 0:
         info = by_lid.get((host, lid)) if host else None
@@ -257,7 +257,7 @@ def _link_downed(ctx: Context) -> list[Finding]:
     if not links.empty:
         n = len(links)
         cols = [links[c].tolist() for c in ("guid", "port", "peer_guid", "peer_port")]
-        lids = [_vals(links[c]) if c in links else [None] * n for c in ("lid", "peer_lid")]
+        lids = [values_of(links[c]) if c in links else [None] * n for c in ("lid", "peer_lid")]
         for i, (guid, port, peer_guid, peer_port, lid, peer_lid) in enumerate(zip(*cols, *lids, strict=True)):
             a = {(f"g{str(guid).lower()}", int(port))}
             if lid is not None and str(lid):
@@ -554,7 +554,7 @@ def congestion(ctx: Context) -> list[Finding]:
              "interval_s": round(float(iv), 1) if basis == "delta" and iv == iv else None},
             evidence=_row_refs(frame, rows, "port_xmit_wait"),
         ))
-    hca_guids = set(_port_index(ctx)[1])
+    hca_guids = set(port_index_of(ctx)[1])
     med, top, hot = _hot_ports(measured)
     phy_near = _phy_errors_near(ctx, waiting)
     rows = _top_rows(measured, 3)
@@ -892,15 +892,15 @@ def _sm_log(ctx: Context) -> list[Finding]:
 
 # --------------------------------------------------------------------------------------------- partitions
 
-_MQP_NEW = re.compile(
+MQP_NEW = re.compile(
     r"ibv_modify_qp failed with (?P<errno>\d+) (?P<err>[^,]+),\s*on dev (?P<dev>[\w.\-]+):(?P<port>-?\d+),"
     r"\s*curr state (?P<cur>\w+), next state (?P<next>\w+)"
 )
-_MQP_OLD = re.compile(r"ibv_modify_qp failed with error (?P<err>.+?) errno (?P<errno>\d+)")
-_PKEY_TEXT = re.compile(r"p_?key|partition", re.I)
+MQP_OLD = re.compile(r"ibv_modify_qp failed with error (?P<err>.+?) errno (?P<errno>\d+)")
+PKEY_TEXT = re.compile(r"p_?key|partition", re.I)
 
 
-def _env(ctx: Context, name: str) -> pd.DataFrame:
+def env_value(ctx: Context, name: str) -> pd.DataFrame:
     env = ctx.frame("EnvSetting")
     if env.empty:
         return env
@@ -926,7 +926,7 @@ def adaptive_routing(ctx: Context) -> list[Finding]:
     """What says whether adaptive routing is in use: NCCL's AR settings, and the SM's routing engine
     or ibdiagnet's AR summary when those lines were captured."""
     out: list[Finding] = []
-    ar = _env(ctx, "NCCL_IB_ADAPTIVE_ROUTING")
+    ar = env_value(ctx, "NCCL_IB_ADAPTIVE_ROUTING")
     if not ar.empty:
         v = _int_or_none(ar.iloc[-1]["value"])
         if v == 0:
@@ -942,10 +942,10 @@ def adaptive_routing(ctx: Context) -> list[Finding]:
                 f"NCCL_IB_ADAPTIVE_ROUTING={v}: NCCL uses adaptive-routing sends.",
                 ar, attrs={"value": v},
             ))
-    thr = _env(ctx, "NCCL_IB_AR_THRESHOLD")
+    thr = env_value(ctx, "NCCL_IB_AR_THRESHOLD")
     if not thr.empty:
         v = _int_or_none(thr.iloc[-1]["value"])
-        buf = _int_or_none(_env(ctx, "NCCL_BUFFSIZE").iloc[-1]["value"]) if not _env(ctx, "NCCL_BUFFSIZE").empty else None
+        buf = _int_or_none(env_value(ctx, "NCCL_BUFFSIZE").iloc[-1]["value"]) if not env_value(ctx, "NCCL_BUFFSIZE").empty else None
         limit = buf or 4 * 1024 * 1024
         if v is not None and v >= limit:
             out.append(finding(

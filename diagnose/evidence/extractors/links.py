@@ -58,9 +58,9 @@ def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
     if not init.empty:
         roce = any("RoCE" in t for t in init["link_layers"].tolist())  # not a .map: 65k lambda calls
     # the columns as plain lists, sval() done per column (32k ports: three sval calls per port took 50 ms)
-    host = ["*" if h is None else h for h in _strs(ports["host"])]
+    host = ["*" if h is None else h for h in strings_of(ports["host"])]
     devs = ports["device"].tolist()
-    cas, lls, states = _strs(ports["ca_type"]), _strs(ports["link_layer"]), _strs(ports["state"])
+    cas, lls, states = strings_of(ports["ca_type"]), strings_of(ports["link_layer"]), strings_of(ports["state"])
     # the HCAs NCCL lists / is told to use, per distinct host
     listed_on = {h: listed.get(h) or listed.get("*") for h in set(host)}
     forced_on = {h: forced.get(h) or forced.get("*") for h in listed_on}
@@ -180,7 +180,7 @@ def port_rates(ctx: Context) -> list[Finding]:
     return out
 
 
-def _vals(col: pd.Series) -> list[object]:
+def values_of(col: pd.Series) -> list[object]:
     """``[val(x) for x in col]`` for a whole column at once (NaN/NA -> None, numpy scalars -> Python): one
     ``tolist()`` instead of a pandas call per element (a 4,096-host bundle has 32k HCA ports, 200k fabric ports)."""
     out = col.tolist()
@@ -191,14 +191,14 @@ def _vals(col: pd.Series) -> list[object]:
     return out
 
 
-def _strs(col: pd.Series) -> list[str | None]:
+def strings_of(col: pd.Series) -> list[str | None]:
     """``[sval(x) for x in col]`` for a whole column at once."""
-    if isinstance(col.dtype, pd.StringDtype):  # strings already, and _vals made the missing ones None
-        return _vals(col)  # type: ignore[return-value]
-    return [v if v is None or type(v) is str else str(v) for v in _vals(col)]
+    if isinstance(col.dtype, pd.StringDtype):  # strings already, and values_of made the missing ones None
+        return values_of(col)  # type: ignore[return-value]
+    return [v if v is None or type(v) is str else str(v) for v in values_of(col)]
 
 
-def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], dict[str, object]], dict[str, dict[str, object]]]:
+def port_index_of(ctx: Context) -> tuple[dict[tuple[str, int], dict[str, object]], dict[str, dict[str, object]]]:
     """HCA ports by (host, LID) (and ('*', LID)) and by port/node GUID: {"host", "device", "port", "lid"}.
 
     Plain dicts built by zipping columns: a bundle with ibstat from every host of a 4,096-host job has 32k
@@ -213,10 +213,10 @@ def _port_index(ctx: Context) -> tuple[dict[tuple[str, int], dict[str, object]],
         n = len(ports)
         cols = {c: ports[c].to_numpy(object) if c in ports else [None] * n
                 for c in ("host", "device", "port", "lid")}
-        hosts = _strs(ports["host"]) if "host" in ports else [None] * n
-        lids = _vals(ports["lid"]) if "lid" in ports else [None] * n
-        pgs = _strs(ports["port_guid"]) if "port_guid" in ports else [None] * n
-        ngs = _strs(ports["node_guid"]) if "node_guid" in ports else [None] * n
+        hosts = strings_of(ports["host"]) if "host" in ports else [None] * n
+        lids = values_of(ports["lid"]) if "lid" in ports else [None] * n
+        pgs = strings_of(ports["port_guid"]) if "port_guid" in ports else [None] * n
+        ngs = strings_of(ports["node_guid"]) if "node_guid" in ports else [None] * n
         with gc_paused():  # 32k small dicts: no cycles
             for host, device, port, lid, host_s, lid_v, pg, ng in zip(*cols.values(), hosts, lids, pgs, ngs,
                                                                       strict=True):
@@ -334,7 +334,7 @@ def port_counters(ctx: Context) -> list[Finding]:
     history = (((err_all["snaps"] > 1) & (err_all["inc"] == 0) & ~err_all["reset"].astype(bool)
                 & (err_all["last"] < HISTORY_FLOOR)) if not err_all.empty else pd.Series(False, index=err_all.index))
     err = err_all[~history]
-    by_lid, by_guid = _port_index(ctx)
+    by_lid, by_guid = port_index_of(ctx)
     fab = ctx.fabric
     out: list[Finding] = []
     n_err = int(history.sum())

@@ -327,7 +327,7 @@ def gdr_usage(ctx: Context) -> list[Finding]:
     return out
 
 
-_COMPLETION = re.compile(
+COMPLETION = re.compile(
     r"completion (?:from peer (?P<peer>\S+?),? )?with (?:error |status=)(?:[A-Z_]+\()?(?P<st>\d+)"
     r"(?:.*?\bhca (?P<hca>[\w.\-]+))?(?:.*?localGid (?P<lgid>[0-9a-fA-F:.]+))?",
     re.I,
@@ -350,7 +350,7 @@ def ib_completion_errors(ctx: Context) -> list[Finding]:
     msgs = ctx.messages
     if msgs.empty:
         return []
-    ext = message_extract(ctx, _COMPLETION)
+    ext = message_extract(ctx, COMPLETION)
     hit = primary(msgs[ext["st"].notna()]).copy()
     if hit.empty:
         return []

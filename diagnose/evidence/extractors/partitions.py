@@ -22,16 +22,16 @@ from diagnose.evidence.context import Context, finding, hosts_label, primary, sv
 from diagnose.evidence.counters import CounterTable
 from diagnose.evidence.extractors import extractor
 from diagnose.evidence.extractors.fabric_state import (
-    _MQP_NEW,
-    _MQP_OLD,
-    _PKEY_TEXT,
-    _env,
+    MQP_NEW,
+    MQP_OLD,
+    PKEY_TEXT,
     _int_or_none,
     _one,
     _port_where,
     _row_refs,
+    env_value,
 )
-from diagnose.evidence.extractors.links import _port_index
+from diagnose.evidence.extractors.links import port_index_of
 from diagnose.models.diagnosis import Finding, Location
 from diagnose.parsers._pkeys import DEFAULT_PKEY, FULL_BIT, KEY_MASK, pkey_hex
 
@@ -50,7 +50,7 @@ def partitions(ctx: Context) -> list[Finding]:
     ibv_modify_qp failures by errno and QP transition, partition (P_Key) errors in the SM log and ibdiagnet, and
     partition-enforcement drops in the port counters."""
     out: list[Finding] = []
-    pkey = _env(ctx, "NCCL_IB_PKEY")
+    pkey = env_value(ctx, "NCCL_IB_PKEY")
     idx: int | None = None
     if not pkey.empty:
         vals = sorted({str(v).strip() for v in pkey["value"]})
@@ -67,8 +67,8 @@ def partitions(ctx: Context) -> list[Finding]:
     if not msgs.empty:
         m = primary(msgs[msgs["message"].str.contains("ibv_modify_qp failed", na=False)])
         if not m.empty:
-            new = m["message"].str.extract(_MQP_NEW)
-            old = m["message"].str.extract(_MQP_OLD)
+            new = m["message"].str.extract(MQP_NEW)
+            old = m["message"].str.extract(MQP_OLD)
             m = m.assign(errno=new["errno"].fillna(old["errno"]), nxt=new["next"], cur=new["cur"], ibdev=new["dev"])
             m = m[m["errno"].notna()]
             qp_rows = m
@@ -101,7 +101,7 @@ def partitions(ctx: Context) -> list[Finding]:
         if not pk.empty:
             # 'Bad P_Key:0x.. on SL:.. from LID1:<sender> ..': name the senders when their LIDs are in the bundle
             senders = pk["message"].astype(str).str.extract(r"Bad P_Key:(0x[0-9a-fA-F]+) on SL:\d+ from LID1:(\d+)")
-            by_lid = _port_index(ctx)[0]
+            by_lid = port_index_of(ctx)[0]
             who = {(sval(r["host"]), sval(r["device"])) for lid in senders[1].dropna()
                    if (r := by_lid.get(("*", int(lid)))) is not None}
             hosts = sorted({h for h, _ in who if h})
@@ -118,7 +118,7 @@ def partitions(ctx: Context) -> list[Finding]:
             ))
     tm = ctx.frame("ToolMessage")
     if not tm.empty:
-        pk = tm[tm["level"].isin(["error", "warning"]) & tm["message"].astype(str).str.contains(_PKEY_TEXT, na=False)]
+        pk = tm[tm["level"].isin(["error", "warning"]) & tm["message"].astype(str).str.contains(PKEY_TEXT, na=False)]
         if not pk.empty:
             out.append(finding(
                 "tool_partition_errors",

@@ -141,7 +141,7 @@ def _nccl_job(ctx: Context) -> bool:
     return not env.empty and bool(env["name"].astype(str).str.startswith("NCCL_").any())
 
 
-def _job_sl(ctx: Context, policy: _Policy | None = None) -> _Sl:
+def job_service_level(ctx: Context, policy: _Policy | None = None) -> _Sl:
     """The job's SL: NCCL_IB_SL (the most common setting; other hosts' SLs apart), else 0 for an NCCL job, else the SL
     qos-policy.conf gives SA path queries (when OpenSM reads it), else 0."""
     env = ctx.frame("EnvSetting")
@@ -163,7 +163,7 @@ def _job_sl(ctx: Context, policy: _Policy | None = None) -> _Sl:
     return _Sl(0, False, empty, [], "default")
 
 
-def _sl_text(sl: int | _Sl, sl_set: bool = False) -> str:
+def sl_label(sl: int | _Sl, sl_set: bool = False) -> str:
     if isinstance(sl, _Sl):
         if sl.origin == POLICY:
             return f"SL {sl.sl} (what qos-policy.conf gives SA path queries; no NCCL job in the bundle)"
@@ -242,7 +242,7 @@ def _where(ctx: Context, lid: int | None, port: int | None, kind: str) -> tuple[
 
 def _measured(ctx: Context, sl2: pd.DataFrame) -> list[Finding]:
     policy = _policy(ctx)
-    job = _job_sl(ctx, policy)
+    job = job_service_level(ctx, policy)
     sl, sl_set, env_rows, other_sls = job.sl, job.set, job.rows, job.others
     note, pattrs = _policy_note(policy, job), _policy_attrs(policy, job)
     t = sl2.copy()
@@ -298,7 +298,7 @@ def _measured(ctx: Context, sl2: pd.DataFrame) -> list[Finding]:
         pol_ev = _policy_refs(policy, kind)
         out.append(finding(
             kind,
-            f"{_sl_text(job)}: SL {sl} maps to {what} ({', '.join(labels)}{more}; "
+            f"{sl_label(job)}: SL {sl} maps to {what} ({', '.join(labels)}{more}; "
             f"{len(starved)} of {max(checked, len(starved))} ports read)"
             + (f"; opensm.conf sets {setting}." if setting else ".") + note,
             None, loc,
@@ -319,7 +319,7 @@ def _measured(ctx: Context, sl2: pd.DataFrame) -> list[Finding]:
         pol_ev = _policy_refs(policy, kind)
         out.append(finding(
             kind,
-            f"{_sl_text(job)}: SL {sl} maps to VL {','.join(map(str, vls_ok))} on the {len(ok)} port(s) read,"
+            f"{sl_label(job)}: SL {sl} maps to VL {','.join(map(str, vls_ok))} on the {len(ok)} port(s) read,"
             f" and the VLArb tables serve it there (smallest weight {int(ok['weight'].min())})." + note,
             None, loc if len(ok) == 1 else Location(),
             {"sl": sl, "vl": vls_ok[0], "ports": len(ok), "min_weight": int(ok["weight"].min()), "table": table,
@@ -528,7 +528,7 @@ def _configured(ctx: Context, conf: pd.DataFrame) -> list[Finding]:
     if qos is None or qos[0].upper() not in ON:
         return []  # OpenSM does not program QoS: the ports keep their power-on tables, which no option here shows
     policy = _policy(ctx)
-    job = _job_sl(ctx, policy)
+    job = job_service_level(ctx, policy)
     sl, sl_set, env_rows = job.sl, job.set, job.rows
     out: list[Finding] = []
     bad, good = _judge_options(opts, sl)
@@ -549,7 +549,7 @@ def _configured(ctx: Context, conf: pd.DataFrame) -> list[Finding]:
         pol_ev = _policy_refs(policy, kind)
         out.append(finding(
             kind,
-            f"{_sl_text(job)}: OpenSM's QoS options map SL {sl} to {_why(reason, vl)} on the "
+            f"{sl_label(job)}: OpenSM's QoS options map SL {sl} to {_why(reason, vl)} on the "
             f"{', '.join(TARGETS[b[0]] for b in bad)} ({setting})." + note,
             None, where,
             {"sl": sl, "vl": vl, "ports": len(bad), "ports_checked": len(TARGETS), "weight": 0, "table": "none",
@@ -560,7 +560,7 @@ def _configured(ctx: Context, conf: pd.DataFrame) -> list[Finding]:
         kind = "ib_sl_vl_ok"
         out.append(finding(
             kind,
-            f"{_sl_text(job)}: OpenSM's QoS options map SL {sl} to a VL the VLArb tables serve on HCA and "
+            f"{sl_label(job)}: OpenSM's QoS options map SL {sl} to a VL the VLArb tables serve on HCA and "
             f"switch ports (smallest weight {min(g[2] for g in good)})." + note,
             None, where,
             {"sl": sl, "vl": good[0][1], "ports": len(good), "min_weight": min(g[2] for g in good), "table": "both",

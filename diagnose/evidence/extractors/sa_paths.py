@@ -30,7 +30,7 @@ import pandas as pd
 from diagnose.evidence import names
 from diagnose.evidence.context import Context, finding, refs
 from diagnose.evidence.extractors import extractor
-from diagnose.evidence.extractors.qos_path import _job_sl, _sl_text
+from diagnose.evidence.extractors.qos_path import job_service_level, sl_label
 from diagnose.models.diagnosis import EvidenceRef, Finding, Location
 
 FULL_MTU = 4096  # the largest IB MTU (PortInfo MTUCap enum 5); what HDR and later fabrics are built for
@@ -213,7 +213,7 @@ def _sl(ctx: Context, p: pd.DataFrame) -> list[Finding]:
              "pairs": int(len(mixed)), "slid": int(slid), "dlid": int(dlid), "src": src_name, "dst": dst_name},
             evidence=_sl_refs(rows, kind),
         ), len(rows)))
-    job = _job_sl(ctx)  # qos_path's reading of NCCL_IB_SL (the most common setting, else 0)
+    job = job_service_level(ctx)  # qos_path's reading of NCCL_IB_SL (the most common setting, else 0)
     job_sl, sl_set, env_rows = job.sl, job.set, job.rows
     other = t[t["sl_k"] != job_sl]
     if not other.empty:
@@ -222,7 +222,7 @@ def _sl(ctx: Context, p: pd.DataFrame) -> list[Finding]:
         slid, dlid = int(pairs.iloc[0]["slid_k"]), int(pairs.iloc[0]["dlid_k"])
         src_name, loc = _end(ctx, slid)
         dst_name, _ = _end(ctx, dlid)
-        setting = _sl_text(job_sl, sl_set)
+        setting = sl_label(job_sl, sl_set)
         ev = refs(env_rows.tail(1), kind) + _sl_refs(other, kind)
         out.append(_counted(finding(
             kind,

@@ -6,7 +6,7 @@ import pandas as pd
 
 from diagnose.evidence.context import Context, finding, primary
 from diagnose.evidence.extractors import extractor
-from diagnose.evidence.extractors.nccl import _COMPLETION, message_extract
+from diagnose.evidence.extractors.nccl import COMPLETION, message_extract
 from diagnose.models.diagnosis import Finding, Location
 
 
@@ -20,7 +20,7 @@ def errors_share_switch(ctx: Context) -> list[Finding]:
     msgs = ctx.messages
     if fab is None or msgs.empty:
         return []
-    ext = message_extract(ctx, _COMPLETION)
+    ext = message_extract(ctx, COMPLETION)
     hit = primary(msgs[ext["st"].notna()]).copy()
     if hit.empty:
         return []
