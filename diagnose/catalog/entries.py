@@ -5,13 +5,23 @@ entries that fail."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="_Entry")
+
+
+class _Entry(Protocol):
+    """A table's entry model: a pydantic model with an ``id``."""
+
+    @property
+    def id(self) -> object: ...
+
+    @classmethod
+    def model_validate(cls: type[M], obj: Any) -> M: ...
 
 
 def load_entries(base: Path, rel_dir: str, key: str, model: type[M]) -> tuple[list[M], list[str]]:

@@ -20,7 +20,8 @@ tests/test_engine_equivalence.py runs both matchers over every fixture bundle an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import cast
 
 _ORDER = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b,
           "$lte": lambda a, b: a <= b}
@@ -77,17 +78,17 @@ def _eq(fact: Mapping[str, object], attr: str, want: object) -> bool:
 def holds(cond: Mapping[str, object], fact: Mapping[str, object]) -> bool:
     """Whether one compiled condition holds for one fact."""
     if "$and" in cond:
-        return all(holds(t, fact) for t in cond["$and"])  # type: ignore[union-attr]
+        return all(holds(t, fact) for t in cast("Iterable[Mapping[str, object]]", cond["$and"]))
     if "$or" in cond:
-        return any(holds(t, fact) for t in cond["$or"])  # type: ignore[union-attr]
+        return any(holds(t, fact) for t in cast("Iterable[Mapping[str, object]]", cond["$or"]))
     if "$ex" in cond:
-        return all(a in fact for a in cond["$ex"])  # type: ignore[union-attr]
+        return all(a in fact for a in cast("Iterable[str]", cond["$ex"]))
     (op, arg), = cond.items()
     if op == "$neq":
-        (attr, want), = arg.items()  # type: ignore[union-attr]
+        (attr, want), = cast("Mapping[str, object]", arg).items()
         return attr in fact and not _eq(fact, attr, want)
     if op in _ORDER:
-        (attr, want), = arg.items()  # type: ignore[union-attr]
+        (attr, want), = cast("Mapping[str, object]", arg).items()
         if attr not in fact:
             return False
         p = _pair(fact[attr], want)

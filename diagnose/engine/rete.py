@@ -22,6 +22,7 @@ import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from diagnose.engine import pymatch
 from diagnose.models.diagnosis import Finding
@@ -105,9 +106,9 @@ def _fact(n: int, f: Finding) -> dict[str, object]:
     fact: dict[str, object] = {"id": str(n), "fid": f.id, "kind": f.kind}
     for k, v in f.attrs.items():
         if v is not None and k not in fact:
-            n = _num(v)
-            if n is not None:
-                fact[k] = n
+            num = _num(v)
+            if num is not None:
+                fact[k] = num
     loc = f.location
     for k in ("host", "device", "port", "rank"):
         v = getattr(loc, k)
@@ -154,7 +155,7 @@ def match(specs: list[RuleSpec], findings: list[Finding], thresholds: dict[str, 
         return _match_python(groups, findings)
     hits: set[Match] = set()
     with _lock:
-        rulesets: dict[str, _dr.Ruleset] = {}
+        rulesets: dict[str, Any] = {}  # durable.engine.Ruleset
         try:
             for kind, definition in sorted(groups.items()):
                 rules: dict[str, dict[str, object]] = {}

@@ -129,8 +129,8 @@ class LineIndex:
             return out
         try:
             with open(self.path, "rb") as fh:
-                for k in sorted((k for k, sp in enumerate(spans) if sp is not None), key=spans.__getitem__):
-                    lo, hi = spans[k]  # type: ignore[misc]
+                for k, (lo, hi) in sorted(((k, sp) for k, sp in enumerate(spans) if sp is not None),
+                                          key=lambda ksp: ksp[1]):
                     fh.seek(lo)
                     out[k] = clip(fh.read(hi - lo).decode("utf-8", errors="replace"))
         except OSError:

@@ -95,10 +95,10 @@ def _files(d: Diagnosis, verbose: bool) -> Table:
             f.add_row(_t(fe.path), _t(fe.format), str(fe.records), _t(fe.problem or ""))
             shown += 1
         else:
-            n = quiet.setdefault(fe.format, [0, 0, 0])
-            n[0] += 1
-            n[1] += fe.records
-            n[2] += bool(fe.problem) or fe.format in _NOT_READ
+            counts = quiet.setdefault(fe.format, [0, 0, 0])
+            counts[0] += 1
+            counts[1] += fe.records
+            counts[2] += bool(fe.problem) or fe.format in _NOT_READ
     for fmt, (n, records, problems) in sorted(quiet.items(), key=lambda kv: (-kv[1][0], kv[0])):
         note = f"{problems} more with a problem (--verbose lists them)" if problems else ""
         f.add_row(Text(f"{n:,} file(s)", style="dim"), _t(fmt), f"{records:,}", _t(note))

@@ -190,16 +190,16 @@ def link_layer_for(causes: list[str] | list[Injected], requested: str = "auto") 
     (``requested`` unless it is ``auto``)."""
     if requested not in LINK_LAYERS:
         raise ValueError(f"link layer must be one of {', '.join(LINK_LAYERS)}")
-    causes = list(causes)
-    need = {_fabric(c) for c in causes} - {"any"}
-    name = [c.kind if isinstance(c, Injected) else c for c in causes]
+    items: list[str | Injected] = list(causes)
+    need = {_fabric(c) for c in items} - {"any"}
+    name = [c.kind if isinstance(c, Injected) else c for c in items]
     if len(need) > 1:
-        ib = [n for c, n in zip(causes, name, strict=True) if _fabric(c) == "ib"]
-        ro = [n for c, n in zip(causes, name, strict=True) if _fabric(c) == "roce"]
+        ib = [n for c, n in zip(items, name, strict=True) if _fabric(c) == "ib"]
+        ro = [n for c, n in zip(items, name, strict=True) if _fabric(c) == "roce"]
         raise ValueError(f"{', '.join(ib)} need an InfiniBand fabric and {', '.join(ro)} a RoCE one")
     if requested != "auto":
         if need and need != {requested}:
-            bad = [n for c, n in zip(causes, name, strict=True) if _fabric(c) not in ("any", requested)]
+            bad = [n for c, n in zip(items, name, strict=True) if _fabric(c) not in ("any", requested)]
             raise ValueError(f"{', '.join(bad)} cannot be injected on a {requested} fabric")
         return requested
     return need.pop() if need else "ib"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 RADIX = 64  # ports of a Quantum-2 switch
 HALF = RADIX // 2
@@ -335,10 +336,10 @@ def build_fat_tree(
                     raise ValueError(f"{per_plane} spines per plane cannot take {len(p_leaves)} leaves x {up} uplinks")
             else:
                 per_plane = next(d for d in _divisors(up) if d * RADIX >= len(p_leaves) * up)
-            names = []
+            names: list[dict[str, Any]] = []
             for _ in range(per_plane):
                 s_num += 1
-                spine = {"name": s_num, "plane": plane, "pod": None, "next_port": 1}
+                spine: dict[str, Any] = {"name": s_num, "plane": plane, "pod": None, "next_port": 1}
                 spine_specs.append(spine)
                 names.append(spine)
             for leaf in p_leaves:
@@ -364,10 +365,10 @@ def build_fat_tree(
         cores_by_pos: list[list[dict]] = []
         c_num = 0
         for _ in range(per_pod):
-            grp = []
+            grp: list[dict[str, Any]] = []
             for _ in range(group):
                 c_num += 1
-                core = {"name": c_num, "next_port": 1}
+                core: dict[str, Any] = {"name": c_num, "next_port": 1}
                 core_specs.append(core)
                 grp.append(core)
             cores_by_pos.append(grp)
@@ -376,7 +377,7 @@ def build_fat_tree(
             p_leaves = [s for s in leaf_specs if s["u"] // units_per_pod == pod]
             for s in p_leaves:
                 s["pod"] = pod
-            pod_spines = []
+            pod_spines: list[dict[str, Any]] = []
             for j in range(per_pod):
                 s_num += 1
                 spine = {"name": s_num, "plane": 0, "pod": pod, "next_port": 1, "pos": j}
@@ -444,14 +445,14 @@ def build_fat_tree(
             lid += 1
             dev = f"mlx5_{k}"
             name = f"{h}/{dev}"
-            leaf, port = host_leaf[(h, k)]
+            leaf_name, port = host_leaf[(h, k)]
             nodes[name] = Node(
                 name=name, kind="CA", tier=0, guid=f"0x{HCA_GUID_PREFIX | ca_guids[i * hcas_per_host + k]:016x}",
                 lid=lid, description=f"{h} {dev}", nports=1, host=h, device=dev, index=k,
                 unit=units[i // su_hosts], rail=k if rail_optimized else None,
-                plane=nodes[leaf].plane, pod=nodes[leaf].pod,
+                plane=nodes[leaf_name].plane, pod=nodes[leaf_name].pod,
             )
-            hca_links.append(Link(End(name, 1), End(leaf, port), "hca-leaf"))
+            hca_links.append(Link(End(name, 1), End(leaf_name, port), "hca-leaf"))
     sm_lid = nodes[spine_name[spine_specs[0]["name"]]].lid if spine_specs else 1
     return FatTree(
         hosts=host_names, hcas_per_host=hcas_per_host, hosts_per_leaf=hpl, tiers=n_tiers,
