@@ -30,7 +30,7 @@ WAIT_FLOOR = 0.01  # per-port XmitWait findings only from 1% of transmit capacit
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _one(values: pd.Series) -> str | None:
+def one_value(values: pd.Series) -> str | None:
     vs = sorted({str(v) for v in values.dropna() if str(v)})
     return vs[0] if len(vs) == 1 else None
 
@@ -88,7 +88,7 @@ def _rows(start: object, end: object) -> list[int]:
     return list(range(int(start), int(end)))  # type: ignore[call-overload]
 
 
-def _port_where(ctx: Context, host: str, dev: str, guid: str, lid: int, port: int) -> tuple[Location, bool, str]:
+def port_where(ctx: Context, host: str, dev: str, guid: str, lid: int, port: int) -> tuple[Location, bool, str]:
     """Location, is-switch, and a label for one counter port."""
     by_lid, by_guid = port_index_of(ctx)
     info = by_guid.get(guid) if guid else None
@@ -123,7 +123,7 @@ def _node_desc(ctx: Context) -> dict[str, str]:
     return out
 
 
-def _row_refs(table: CounterTable, rows: list[int], kind: str, limit: int = 4) -> list[EvidenceRef]:
+def row_refs(table: CounterTable, rows: list[int], kind: str, limit: int = 4) -> list[EvidenceRef]:
     return table.refs(rows, kind, limit)
 
 
@@ -297,7 +297,7 @@ def _downs_with_phy_errors(ctx: Context, t: pd.DataFrame, frame: CounterTable, r
         return []
     both = both.sort_values(["guid_k", "port_k", "lid_k"]).reset_index(drop=True)
     first = both.iloc[0]
-    where, switch, label = _port_where(ctx, str(first["host_k"]), str(first["dev_k"]), str(first["guid_k"]),
+    where, switch, label = port_where(ctx, str(first["host_k"]), str(first["dev_k"]), str(first["guid_k"]),
                                        int(first["lid_k"]), int(first["port_k"]))
     fab = ctx.fabric
     guid = str(first["guid_k"]) or (fab.by_lid.get(int(first["lid_k"])) if fab is not None else None)
@@ -403,7 +403,7 @@ def nccl_async_events(ctx: Context) -> list[Finding]:
         out.append(finding(
             "nccl_ib_pkey_change_event",
             f"NCCL saw {len(pk)} 'P_Key change' async event(s): the subnet manager rewrote the port's partition table.",
-            pk, Location(host=_one(pk["host"])), {"events": len(pk)},
+            pk, Location(host=one_value(pk["host"])), {"events": len(pk)},
         ))
     return out
 
@@ -537,7 +537,7 @@ def congestion(ctx: Context) -> list[Finding]:
     waiting = measured[measured["ratio"] >= WAIT_FLOOR].sort_values(["ratio"], ascending=False)
     for _, row in waiting.head(MAX_PORT_FINDINGS).iterrows():
         host, dev, guid, lid, port = (row[c] for c in PORT_KEYS)
-        loc, switch, label = _port_where(ctx, host, dev, guid, int(lid), int(port))
+        loc, switch, label = port_where(ctx, host, dev, guid, int(lid), int(port))
         rows = sorted(set(_rows(row["start_w"], row["end_w"])) | set(_rows(row["start_d"], row["end_d"])))
         iv = row["interval_s_w"]
         basis = str(row["basis"])
@@ -552,7 +552,7 @@ def congestion(ctx: Context) -> list[Finding]:
             {"ratio": round(float(row["ratio"]), 4), "xmit_wait": int(row["w"]), "xmit_data": int(row["d"]),
              "basis": basis, "switch": switch,
              "interval_s": round(float(iv), 1) if basis == "delta" and iv == iv else None},
-            evidence=_row_refs(frame, rows, "port_xmit_wait"),
+            evidence=row_refs(frame, rows, "port_xmit_wait"),
         ))
     hca_guids = set(port_index_of(ctx)[1])
     med, top, hot = _hot_ports(measured)
@@ -748,7 +748,7 @@ def _sm_info(ctx: Context) -> list[Finding]:
                 "sm_query_failed",
                 f"sminfo found no subnet manager to answer ({len(fail)} failed query line(s)"
                 f"{' on ' + hosts_label(list(fail['host'].dropna())) if fail['host'].notna().any() else ''}).",
-                fail, Location(host=_one(fail["host"])), {"lines": len(fail)},
+                fail, Location(host=one_value(fail["host"])), {"lines": len(fail)},
             ))
     return out
 
@@ -837,7 +837,7 @@ def _log_sm(ctx: Context, sm: pd.DataFrame) -> tuple[Location, str | None, str |
             where, lab = _sm_at(ctx, None, int(lids.iloc[0]))
             if not where.is_empty():
                 return where, lab, None
-    host = _one(sm["host"]) if "host" in sm else None
+    host = one_value(sm["host"]) if "host" in sm else None
     return Location(host=host), (f"{host} ({guid})" if host and guid else host or guid), guid
 
 
@@ -907,7 +907,7 @@ def env_value(ctx: Context, name: str) -> pd.DataFrame:
     return env[env["name"] == name]
 
 
-def _int_or_none(v: object) -> int | None:
+def int_or_none(v: object) -> int | None:
     s = (sval(v) or "").strip().strip("'\"").rstrip(".")
     try:
         return int(s, 0)
@@ -928,7 +928,7 @@ def adaptive_routing(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     ar = env_value(ctx, "NCCL_IB_ADAPTIVE_ROUTING")
     if not ar.empty:
-        v = _int_or_none(ar.iloc[-1]["value"])
+        v = int_or_none(ar.iloc[-1]["value"])
         if v == 0:
             out.append(finding(
                 "nccl_ar_disabled_env",
@@ -944,8 +944,8 @@ def adaptive_routing(ctx: Context) -> list[Finding]:
             ))
     thr = env_value(ctx, "NCCL_IB_AR_THRESHOLD")
     if not thr.empty:
-        v = _int_or_none(thr.iloc[-1]["value"])
-        buf = _int_or_none(env_value(ctx, "NCCL_BUFFSIZE").iloc[-1]["value"]) if not env_value(ctx, "NCCL_BUFFSIZE").empty else None
+        v = int_or_none(thr.iloc[-1]["value"])
+        buf = int_or_none(env_value(ctx, "NCCL_BUFFSIZE").iloc[-1]["value"]) if not env_value(ctx, "NCCL_BUFFSIZE").empty else None
         limit = buf or 4 * 1024 * 1024
         if v is not None and v >= limit:
             out.append(finding(
@@ -963,7 +963,7 @@ def adaptive_routing(ctx: Context) -> list[Finding]:
         if not measured.empty:
             _med, top, hot = _hot_ports(measured)
             rows = _top_rows(measured, 2)
-            ev = [e for f in off for e in f.evidence[:1]] + _row_refs(frame, rows, "ar_off_with_congestion")
+            ev = [e for f in off for e in f.evidence[:1]] + row_refs(frame, rows, "ar_off_with_congestion")
             out.append(finding(
                 "ar_off_with_congestion",
                 f"Adaptive routing is off ({', '.join(sorted({f.kind for f in off}))}) while ports lose up to {top:.0%}"

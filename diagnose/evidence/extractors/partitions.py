@@ -25,11 +25,11 @@ from diagnose.evidence.extractors.fabric_state import (
     MQP_NEW,
     MQP_OLD,
     PKEY_TEXT,
-    _int_or_none,
-    _one,
-    _port_where,
-    _row_refs,
     env_value,
+    int_or_none,
+    one_value,
+    port_where,
+    row_refs,
 )
 from diagnose.evidence.extractors.links import port_index_of
 from diagnose.models.diagnosis import Finding, Location
@@ -54,7 +54,7 @@ def partitions(ctx: Context) -> list[Finding]:
     idx: int | None = None
     if not pkey.empty:
         vals = sorted({str(v).strip() for v in pkey["value"]})
-        idx = _int_or_none(pkey.iloc[-1]["value"])
+        idx = int_or_none(pkey.iloc[-1]["value"])
         out.append(finding(
             "nccl_ib_pkey_set",
             f"NCCL_IB_PKEY={', '.join(vals)}: NCCL puts its queue pairs in the partition at that index of each"
@@ -79,7 +79,7 @@ def partitions(ctx: Context) -> list[Finding]:
                     f"{len(grp)} ibv_modify_qp failure(s) with errno {errno}"
                     + (f" moving the QP {sval(grp['cur'].iloc[0]) or '?'} -> {nxt}" if nxt else "")
                     + (f" on {hosts_label(hosts)}" if hosts else "") + ".",
-                    grp, Location(host=hosts[0] if len(hosts) == 1 else None, device=_one(grp["ibdev"])),
+                    grp, Location(host=hosts[0] if len(hosts) == 1 else None, device=one_value(grp["ibdev"])),
                     {"errno": int(errno), "next_state": nxt or None, "hosts": len(hosts)},
                 ))
     if not qp_rows.empty and idx not in (None, 0):
@@ -92,7 +92,7 @@ def partitions(ctx: Context) -> list[Finding]:
                 f" sets the P_Key index) on {hosts_label(hosts) or 'the job hosts'}: that index holds no usable"
                 " partition key.",
                 pd.concat([pkey.tail(1), init_fail.head(3)]),
-                Location(host=hosts[0] if len(hosts) == 1 else None, device=_one(init_fail["ibdev"])),
+                Location(host=hosts[0] if len(hosts) == 1 else None, device=one_value(init_fail["ibdev"])),
                 {"index": idx, "hosts": len(hosts)},
             ))
     sm = ctx.frame("SmEvent")
@@ -131,7 +131,7 @@ def partitions(ctx: Context) -> list[Finding]:
         if not ce.empty:
             rising = ce[(ce["snaps"] > 1) & (ce["inc"] > 0)]
             best = (rising if not rising.empty else ce).sort_values("last", ascending=False).iloc[0]
-            loc, switch, label = _port_where(ctx, best["host_k"], best["dev_k"], best["guid_k"], int(best["lid_k"]),
+            loc, switch, label = port_where(ctx, best["host_k"], best["dev_k"], best["guid_k"], int(best["lid_k"]),
                                              int(best["port_k"]))
             out.append(finding(
                 "constraint_errors",
@@ -139,7 +139,7 @@ def partitions(ctx: Context) -> list[Finding]:
                 f" on {label}" + (f", +{int(best['inc'])} between snapshots" if not rising.empty else "") + ".",
                 None, loc,
                 {"counters": len(ce), "rising": not rising.empty, "value": int(best["last"]), "switch": switch},
-                evidence=_row_refs(frame, [int(e) - 1 for e in ce["end"]], "constraint_errors"),
+                evidence=row_refs(frame, [int(e) - 1 for e in ce["end"]], "constraint_errors"),
             ))
     return out
 
