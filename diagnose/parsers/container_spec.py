@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import yaml
 
@@ -135,7 +136,7 @@ def sniff(head: str) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 # YAML nodes (composed, not constructed: every node keeps its line)
 
-_Node = yaml.Node
+_Node: TypeAlias = yaml.Node
 
 
 def _mapping(node: _Node | None, depth: int = 0) -> dict[str, tuple[_Node, _Node]]:
@@ -431,9 +432,9 @@ def _read_service(doc: _Doc, service: str, knode: _Node, svc: _Node) -> None:
                 doc.env(item, var.strip(), value)
     else:
         for var, (vk, vv) in _mapping(env).items():
-            value = _scalar(vv)
-            if value is not None and vv.tag != "tag:yaml.org,2002:null":
-                doc.env(vk, var, value)
+            val = _scalar(vv)
+            if val is not None and vv.tag != "tag:yaml.org,2002:null":
+                doc.env(vk, var, val)
     for key, fact, want in (("network_mode", "host_network", "host"), ("ipc", "host_ipc", "host")):
         if key in sm and (_scalar(sm[key][1]) or "").strip() == want:
             doc.fact(sm[key][0], service, name, fact, "true")

@@ -277,10 +277,10 @@ class _Lines:
                            host=cols[2], guid=cols[3], node_type=cols[4], description=cols[5], ports=cols[6],
                            lid=cols[7])
             if batch and len(self.nodes) >= BATCH_MIN:  # rows come in line order
-                columns = {f.name: list(columns[f.name]) for f in fields(FabricNode)}
-                columns["line"] = np.array(columns["line"], dtype=np.int64)  # type: ignore[assignment]
+                batch_columns: dict[str, object] = {f.name: list(columns[f.name]) for f in fields(FabricNode)}
+                batch_columns["line"] = np.array(batch_columns["line"], dtype=np.int64)
                 self.records.append(ColumnBatch(source=self.source, line=int(cols[0][0]), text="", host=None,
-                                                table="FabricNode", columns=columns, line_columns=("line",)))
+                                                table="FabricNode", columns=batch_columns, line_columns=("line",)))
             else:
                 self.records.extend(_build(FabricNode, len(self.nodes), **columns))
         _sort_by_line(self.records)
@@ -752,7 +752,7 @@ def _build(cls: type, n: int, **columns: Iterable[Any]) -> list[Any]:
     if slots is None:
         rows = zip(*columns.values(), strict=False)
         return [cls(**dict(zip(columns, row, strict=True))) for row in islice(rows, n)]
-    objs = list(map(object.__new__, repeat(cls, n)))
+    objs: list[Any] = list(map(object.__new__, repeat(cls, n)))
     for name, desc in slots:
         col = iter(columns[name])
         deque(map(desc.__set__, objs, col), maxlen=0)  # map stops at the shorter of the two

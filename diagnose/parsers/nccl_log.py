@@ -501,9 +501,10 @@ def _parse(text: str, source: str, host: str | None) -> ParseResult:
     env: list[tuple[int, tuple[Any, ...], tuple[Any, ...]]] = []
     parts: dict[int, list[tuple[list[int], _Columns]]] = defaultdict(list)
     if warns:
-        lines, *columns = _transpose(warns, 8)
+        lines, *warn_columns = _transpose(warns, 8)
         parts[_TABLE_NO[NcclWarn]].append(
-            (lines, dict(zip(("host", "pid", "dev", "timestamp", "src", "func", "message"), columns, strict=True))))
+            (lines, dict(zip(("host", "pid", "dev", "timestamp", "src", "func", "message"), warn_columns,
+                             strict=True))))
     for group, cls, bulk in _BULK:
         at = list(compress(range(len(found)), map(itemgetter(group), found)))
         if not at:

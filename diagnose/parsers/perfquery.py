@@ -330,6 +330,7 @@ def _counter_names(words: _Words, a: np.ndarray, st: np.ndarray) -> tuple[np.nda
     grouped = _groups(win)
     if grouped is None:
         return None
+    inv: np.ndarray | None
     inv, rep = grouped
     if len(rep) > _MAX_WINDOWS:
         inv, rep = None, np.arange(len(st))
@@ -690,7 +691,8 @@ class _Machine:
         self.b_attr += _ATTRS[ext[h].astype(np.int64)].tolist()
         self.b_lid += lid[h].tolist()
         self.b_port += ports.tolist()
-        self.b_guid += np.where(last_cmd >= 0, guid[np.maximum(last_cmd, 0)], self.guid).tolist()
+        cur_guid = np.array(self.guid, dtype=object)  # what np.where makes of a str or None (numpy's stubs take no None)
+        self.b_guid += np.where(last_cmd >= 0, guid[np.maximum(last_cmd, 0)], cur_guid).tolist()
         self.b_line += n[h].tolist()
         self.b_portid += [""] * k
         self.b_snap += [0] * k

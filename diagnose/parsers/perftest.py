@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
@@ -318,6 +319,8 @@ class _Parser:
         if self.title is None and not self.rows and not self.errors:
             return
         ri = self.run_index
+        test: str | None
+        kind: str | None
         if self.title is not None:
             line, text, tm = self.title
             verb_raw = tm["verb"]
@@ -441,9 +444,9 @@ class _Parser:
         nums = rm["rest"].split()
         vals = [float(x) for x in nums]
         b = int(rm["bytes"])
-        base = dict(source=self.source, line=n, text=clip(raw), host=self.run_host, run_index=self.run_index, kind=kind,
+        base: dict[str, Any] = dict(source=self.source, line=n, text=clip(raw), host=self.run_host, run_index=self.run_index, kind=kind,
                     bytes=b, unit=unit + "/sec" if kind == "bw" and unit else unit)
-        empty = dict(bw_peak_gbps=None, bw_avg_gbps=None, msg_rate_mpps=None, t_min_us=None, t_max_us=None,
+        empty: dict[str, Any] = dict(bw_peak_gbps=None, bw_avg_gbps=None, msg_rate_mpps=None, t_min_us=None, t_max_us=None,
                      t_typical_us=None, t_avg_us=None, t_stdev_us=None, p99_us=None, p999_us=None)
         if kind == "bw":
             if getattr(self, "_qos", False):
@@ -452,7 +455,7 @@ class _Parser:
                 self.problems.append(f"truncated: result row cut short (line {n}: {s_clip(raw)!r})")
                 return
             f = _BW_FACTOR[unit or "MB"]
-            rec = PerftestResult(**base, iterations=int(vals[0]), **{**empty, "bw_peak_gbps": round(vals[1] * f, 6),  # type: ignore[arg-type]
+            rec = PerftestResult(**base, iterations=int(vals[0]), **{**empty, "bw_peak_gbps": round(vals[1] * f, 6),
                                  "bw_avg_gbps": round(vals[2] * f, 6),
                                  "msg_rate_mpps": vals[3] if len(vals) > 3 else None})
         elif kind == "lat":
@@ -460,10 +463,10 @@ class _Parser:
                 self.problems.append(f"truncated: result row cut short (line {n}: {s_clip(raw)!r})")
                 return
             cols = ["t_min_us", "t_max_us", "t_typical_us", "t_avg_us", "t_stdev_us", "p99_us", "p999_us"]
-            rec = PerftestResult(**base, iterations=int(vals[0]),  # type: ignore[arg-type]
+            rec = PerftestResult(**base, iterations=int(vals[0]),
                                  **{**empty, **dict(zip(cols, vals[1:], strict=False))})
         else:
-            rec = PerftestResult(**base, iterations=int(vals[0]),  # type: ignore[arg-type]
+            rec = PerftestResult(**base, iterations=int(vals[0]),
                                  **{**empty, "t_avg_us": vals[1] if len(vals) > 1 else None})
         self.rows.append(rec)
         self.table_rows += 1

@@ -216,14 +216,14 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         elif m.group("gidx") is not None:
             port.gids.setdefault(int(m.group("gidx")), (n, line, val))
         elif m.group("pkidx") is not None:
-            key = to_int(val, 16) if _PKEY_VAL.match(val) else None
-            if key is None:
+            pkey = to_int(val, 16) if _PKEY_VAL.match(val) else None
+            if pkey is None:
                 if val:
                     problems.append(f"line {n}: unparseable P_Key {val!r} for {dev} port {port_no}")
-            elif key & KEY_MASK:  # 0x0000 is an empty slot
+            elif pkey & KEY_MASK:  # 0x0000 is an empty slot
                 records.append(PkeyEntry(source=source, line=n, text=clip(line), host=cur_host, device=dev,
-                                         port=port_no, lid=None, guid=None, index=int(m.group("pkidx")), pkey=key,
-                                         full=bool(key & FULL_BIT)))
+                                         port=port_no, lid=None, guid=None, index=int(m.group("pkidx")), pkey=pkey,
+                                         full=bool(pkey & FULL_BIT)))
         elif m.group("gadir") == "types":
             if val and not val.lower().startswith(("cat:", "grep:")):
                 port.gid_types.setdefault(int(m.group("gaidx")), val)
