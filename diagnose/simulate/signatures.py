@@ -29,6 +29,7 @@ import ipaddress
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from diagnose.simulate import fabricfiles as ff
 from diagnose.simulate import hostfiles as hf
@@ -1087,10 +1088,13 @@ def _ports(sc: Scenario, host: str) -> list[dict]:
         k = n.index or 0
         up = sc.hca_up(host, k)
         eth = sc.roce
-        p = {"device": n.device, "guid": n.guid, "fw": hs.hca_fw, "state": "PORT_ACTIVE (4)" if up or eth else "PORT_DOWN (1)",
-             "max_mtu": 4096, "active_mtu": hs.active_mtu, "sm_lid": hs.sm_lid or sc.tree.sm_lid, "lid": n.lid,
-             "link_layer": "Ethernet" if eth else "InfiniBand",
-             "width": sc.state(sc.tree.hca_link(host, k)).width}
+        p: dict[str, Any] = {
+            "device": n.device, "guid": n.guid, "fw": hs.hca_fw,
+            "state": "PORT_ACTIVE (4)" if up or eth else "PORT_DOWN (1)",
+            "max_mtu": 4096, "active_mtu": hs.active_mtu, "sm_lid": hs.sm_lid or sc.tree.sm_lid, "lid": n.lid,
+            "link_layer": "Ethernet" if eth else "InfiniBand",
+            "width": sc.state(sc.tree.hca_link(host, k)).width,
+        }
         if eth:
             p["gids"] = hf.roce_gids(k, sc.tree.host_index(host), _mac(sc, host, k))
         out.append(p)

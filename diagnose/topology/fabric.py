@@ -127,12 +127,12 @@ class Fabric:
         for d in self._nodes.values():
             tiers[TIER_NAMES.get(d.get("tier", -1), "unplaced")] += 1
         cabled = [i for i in self.ports.values() if i.peer]
-        cables = {(a, b) if a <= b else (b, a) for a, b in (((i.guid, i.port), i.peer) for i in cabled)}
+        cables = {(a, b) if a <= b else (b, a) for a, b in (((i.guid, i.port), i.peer) for i in cabled if i.peer)}
         rate = {ws: link_gbps(*ws) for ws in {(i.width, i.speed) for i in cabled}}  # a handful of pairs
         best = max((r for r in (rate[(i.width, i.speed)] for i in cabled) if r), default=None)
         degraded = sorted(
             {tuple(sorted([(i.guid, i.port), i.peer])) for i in cabled
-             if best and (rate[(i.width, i.speed)] or best) < best}
+             if i.peer and best and (rate[(i.width, i.speed)] or best) < best}
         )
         down = sorted((i.guid, i.port) for i in self.ports.values() if i.peer is None and i.state not in (None, "Active"))
         return {
@@ -282,7 +282,7 @@ def _build_fabric(frames: dict[str, pd.DataFrame], links: pd.DataFrame) -> Fabri
         guid, ntype, desc, lid = guid_list[c], type_of[c], desc_of[c], lid_of[c]
         if ntype == "CA":
             mm = ca_desc(desc) if desc else None
-            hd = mm.group("host", "dev") if mm else host_of(guid)
+            hd = (mm.group("host"), mm.group("dev")) if mm else host_of(guid)
             if hd is None:
                 d = {"type": ntype, "desc": desc, "lid": lid}
             else:
@@ -425,6 +425,8 @@ class _Ports(Mapping[tuple[str, int], PortInfo]):
 
     def _code(self, key: object) -> int:
         """Port code of ``key``, -1 if it is no port."""
+        guid: Any
+        port: Any
         try:
             guid, port = key  # type: ignore[misc]
         except (TypeError, ValueError):
