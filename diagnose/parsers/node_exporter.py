@@ -45,7 +45,7 @@ from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "prometheus_infiniband"
 
-_PREFIX = "node_infiniband_"
+METRIC_PREFIX = "node_infiniband_"
 _SAMPLE_RE = re.compile(
     r"^\s*(?P<name>[A-Za-z_:][\w:]*)\s*(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$"
 )
@@ -55,7 +55,7 @@ _SNIFF_RE = re.compile(r"^(?:#\s*(?:HELP|TYPE)\s+)?node_infiniband_\w+", re.MULT
 # node_exporter hw-counter metric -> kernel hw_counters name (collector/infiniband_linux.go pushCounter table;
 # note upstream maps roce_slow_restart_used_total to RoceSlowRestart and roce_slow_restart_total to
 # RoceSlowRestartTrans).
-_HW: dict[str, str] = {
+HW_METRICS: dict[str, str] = {
     "duplicate_requests_packets_total": "duplicate_request",
     "implied_nak_seq_errors_total": "implied_nak_seq_err",
     "local_ack_timeout_errors_total": "local_ack_timeout_err",
@@ -86,7 +86,7 @@ _HW: dict[str, str] = {
     "rx_read_requests_total": "rx_read_requests",
     "rx_write_requests_total": "rx_write_requests",
 }
-_LEGACY: dict[str, str] = {
+LEGACY_METRICS: dict[str, str] = {
     "legacy_data_received_bytes_total": "port_rcv_data",
     "legacy_data_transmitted_bytes_total": "port_xmit_data",
     "legacy_packets_received_total": "port_rcv_packets",
@@ -99,8 +99,8 @@ _LEGACY: dict[str, str] = {
 # node_exporter's data metrics (without the node_infiniband_ prefix): octets, where PMA counts 4-octet words
 _OCTETS = frozenset({"port_data_received_bytes_total", "port_data_transmitted_bytes_total",
                      "legacy_data_received_bytes_total", "legacy_data_transmitted_bytes_total"})
-_STATE_IDS = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "ActiveDefer"}
-_PHYS_IDS = {
+STATE_IDS = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "ActiveDefer"}
+PHYS_STATE_IDS = {
     1: "Sleep",
     2: "Polling",
     3: "Disabled",
@@ -109,7 +109,7 @@ _PHYS_IDS = {
     6: "LinkErrorRecovery",
     7: "PhyTest",
 }
-_HOST_LABELS = ("host", "hostname", "node", "nodename", "instance")
+HOST_LABELS = ("host", "hostname", "node", "nodename", "instance")
 
 
 def sniff(head: str) -> int:
@@ -157,7 +157,7 @@ def _labels(raw: str | None) -> dict[str, str] | None:
     return out
 
 
-def _number(raw: str) -> float | int | None:
+def metric_number(raw: str) -> float | int | None:
     """Exact int for integral values (counters beyond 2**53 stay exact), float otherwise; None for NaN/Inf."""
     try:
         d = Decimal(raw)
@@ -178,8 +178,8 @@ def in_words(metric: str, value: int) -> int:
     return value // 4 if metric in _OCTETS else value
 
 
-def _host_of(labels: dict[str, str]) -> str | None:
-    for k in _HOST_LABELS:
+def host_of(labels: dict[str, str]) -> str | None:
+    for k in HOST_LABELS:
         v = labels.get(k)
         if v:
             if k == "instance":
@@ -217,7 +217,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if ts is not None:
             date_ts = ts
             continue
-        if not stripped.startswith(_PREFIX):
+        if not stripped.startswith(METRIC_PREFIX):
             continue
         m = _SAMPLE_RE.match(line)
         if not m:
@@ -227,13 +227,13 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if labels is None:
             problems.append(f"line {n}: unparseable labels in {stripped[:80]!r}")
             continue
-        value = _number(m.group("value"))
+        value = metric_number(m.group("value"))
         if value is None:
             if m.group("value") not in ("NaN", "+Inf", "-Inf", "Nan", "nan"):
                 problems.append(f"line {n}: unparseable value {m.group('value')!r}")
             continue
-        name = m.group("name")[len(_PREFIX) :]
-        rec_host = _host_of(labels) or cur_host
+        name = m.group("name")[len(METRIC_PREFIX) :]
+        rec_host = host_of(labels) or cur_host
         ts_ms = m.group("ts")
         timestamp = date_ts
         if ts_ms is not None:
@@ -260,7 +260,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if not isinstance(value, int) or value < 0:
             problems.append(f"line {n}: non-integer counter value {m.group('value')!r} for {name}")
             continue
-        hw = _HW.get(name)
+        hw = HW_METRICS.get(name)
         if hw is not None:
             records.append(
                 RdmaHwCounter(
@@ -275,8 +275,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 )
             )
             continue
-        legacy = name in _LEGACY
-        canon = _LEGACY.get(name) or canonical_counter(name)
+        legacy = name in LEGACY_METRICS
+        canon = LEGACY_METRICS.get(name) or canonical_counter(name)
         if canon is None:
             continue
         value = in_words(name, value)
@@ -328,8 +328,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                 host=rec_host,
                 device=device,
                 port=port_no,
-                state=_STATE_IDS.get(state_id) if state_id is not None else None,
-                phys_state=_PHYS_IDS.get(phys_id) if phys_id is not None else None,
+                state=STATE_IDS.get(state_id) if state_id is not None else None,
+                phys_state=PHYS_STATE_IDS.get(phys_id) if phys_id is not None else None,
                 rate_gbps=rate,
                 width=None,
                 speed=None,

@@ -57,7 +57,16 @@ from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import RdmaHwCounter
 from diagnose.parsers._ib import IbPort
 from diagnose.parsers.base import guarded_parse
-from diagnose.parsers.node_exporter import _HW, _LEGACY, _PHYS_IDS, _PREFIX, _STATE_IDS, _host_of, _number, in_words
+from diagnose.parsers.node_exporter import (
+    HW_METRICS,
+    LEGACY_METRICS,
+    METRIC_PREFIX,
+    PHYS_STATE_IDS,
+    STATE_IDS,
+    host_of,
+    in_words,
+    metric_number,
+)
 from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "prometheus_api"
@@ -275,10 +284,10 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         if not full:
             nameless += 1
             continue
-        if not full.startswith(_PREFIX):
+        if not full.startswith(METRIC_PREFIX):
             continue
-        name = full[len(_PREFIX):]
-        rec_host = _host_of(s.metric) or host
+        name = full[len(METRIC_PREFIX):]
+        rec_host = host_of(s.metric) or host
         device = s.metric.get("device")
         if name == "info":
             if device:
@@ -293,7 +302,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             if not isinstance(raw, list) or len(raw) != 2:
                 problems.append(f"line {ln}: a sample is not [timestamp, value]")
                 continue
-            value = _number(str(raw[1]))
+            value = metric_number(str(raw[1]))
             if value is None:
                 if str(raw[1]) not in ("NaN", "+Inf", "-Inf"):
                     problems.append(f"line {ln}: unparseable value {raw[1]!r} for {full}")
@@ -311,7 +320,7 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
             problems.append(f"line {s.metric_line}: non-integer counter value {bad[0]!r} for {full}"
                             " (a rate or other function, not the raw counter)")
             continue
-        hw = _HW.get(name)
+        hw = HW_METRICS.get(name)
         if hw is not None:
             for ln, raw, value in _kept(samples):
                 records.append(RdmaHwCounter(
@@ -319,8 +328,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
                     device=device, port=port_no, counter=hw, value=int(value),
                 ))
             continue
-        legacy = name in _LEGACY
-        canon = _LEGACY.get(name) or canonical_counter(name)
+        legacy = name in LEGACY_METRICS
+        canon = LEGACY_METRICS.get(name) or canonical_counter(name)
         if canon is None:
             continue
         for snap, (ln, raw, value) in enumerate(_kept(samples)):
@@ -346,8 +355,8 @@ def _parse(text: str, source: str, host: str | None, records: list[Record], prob
         at = g.get("state_id") or g.get("physical_state_id") or g["rate_bytes_per_second"]
         records.append(IbPort(
             source=source, line=at[0], text=at[1], host=rec_host, device=device, port=port_no,
-            state=_STATE_IDS.get(state_id) if state_id is not None else None,
-            phys_state=_PHYS_IDS.get(phys_id) if phys_id is not None else None,
+            state=STATE_IDS.get(state_id) if state_id is not None else None,
+            phys_state=PHYS_STATE_IDS.get(phys_id) if phys_id is not None else None,
             rate_gbps=rate, width=None, speed=None, link_layer=None, lid=None, sm_lid=None, port_guid=None,
             node_guid=None, ca_type=dev_info.get("hca_type") or None,
             firmware=dev_info.get("firmware_version") or None,

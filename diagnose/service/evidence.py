@@ -54,7 +54,7 @@ import httpx
 import structlog
 
 from diagnose.parsers import prometheus_api
-from diagnose.parsers.node_exporter import _HOST_LABELS, _HW, _PREFIX
+from diagnose.parsers.node_exporter import HOST_LABELS, HW_METRICS, METRIC_PREFIX
 from diagnose.service.models import IncidentRecord
 from diagnose.service.settings import Settings
 
@@ -97,7 +97,7 @@ PROMETHEUS_METRICS: tuple[str, ...] = (
     "state_id",
     "physical_state_id",
     "rate_bytes_per_second",
-    *sorted(_HW),
+    *sorted(HW_METRICS),
 )
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,252})$")
@@ -358,10 +358,10 @@ def promql(host: str) -> str:
     Plain selectors joined with ``or`` keep ``__name__``, which the parser needs to know each series' metric.
     Backtick strings take the regex as is (PromQL processes no escapes in them).
     """
-    names = f"{_PREFIX}(?:{'|'.join(re.escape(m) for m in PROMETHEUS_METRICS)})"
+    names = f"{METRIC_PREFIX}(?:{'|'.join(re.escape(m) for m in PROMETHEUS_METRICS)})"
     h = _host_regex(host)
     sels = [f'{{__name__=~`{names}`,instance=~`{h}(?::[0-9]+)?`}}']
-    sels += [f'{{__name__=~`{names}`,{k}=~`{h}`}}' for k in _HOST_LABELS if k != "instance"]
+    sels += [f'{{__name__=~`{names}`,{k}=~`{h}`}}' for k in HOST_LABELS if k != "instance"]
     return " or ".join(sels)
 
 
