@@ -611,8 +611,9 @@ def _nodes(st: _Lines, out: _LinkColumns, rows: _Rows, lo: int, hi: int, blocks:
     st.nodes.extend(new)
     st.node_line = line[-1]
     n = len(at)
-    for col, values in zip(blocks, (guid, map(eq, node_type, repeat("SW")), desc, lid, repeat(host, n), new,
-                                    node_type, repeat(0, n)), strict=True):
+    columns: tuple[Iterable[Any], ...] = (guid, map(eq, node_type, repeat("SW")), desc, lid, repeat(host, n), new,
+                                          node_type, repeat(0, n))
+    for col, values in zip(blocks, columns, strict=True):
         col.extend(values)
 
 
