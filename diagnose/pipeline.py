@@ -326,6 +326,8 @@ def _parse_chunks(chunks: Iterable[tuple[int, str]], size: int, mods: list[Modul
     n = done = 0
     seen, cost = first, 0  # the records of the chunks so far, and their estimated size
     budget: dict[str, int] = {}  # the catalog's hits per entry across the chunks of this file
+    gave: set[str] = set()  # the parsers that made records of some chunk
+    empty: list[tuple[int, str]] = []  # where in ``problems`` a chunk without records of that parser said something
     for first_line, chunk in chunks:
         cost += record_bytes(ev.records[seen:])
         seen = len(ev.records)
@@ -333,13 +335,24 @@ def _parse_chunks(chunks: Iterable[tuple[int, str]], size: int, mods: list[Modul
             raise _Spent
         pre = Prefetch(chunk)  # the catalog's prefilter on this chunk, beside the parsers
         for mod in mods:
-            n += _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
+            before = len(problems)
+            rows = _run_parser(mod, chunk, bf, ev, problems, offset=first_line - 1)
+            n += rows
+            if rows:
+                gave.add(mod.FORMAT)
+            else:
+                empty += [(k, mod.FORMAT) for k in range(before, len(problems))]
         hits = pre.hits(bf.path, bf.host_hint, first_line, budget)
         del pre
         ev.records.extend(_settled(hits, ev.records, first))
         done += len(chunk)
         if progress:
             progress(f"{bf.path} {min(100, done * 100 // max(1, size))}%", -1, -1)
+    # a chunk's "no ... lines found" is not the file's when other chunks gave that parser records (a problem of a
+    # line stays): the file reads as it would in one piece
+    for k, fmt in reversed(empty):
+        if fmt in gave and not problems[k].startswith("line "):
+            del problems[k]
     return n
 
 

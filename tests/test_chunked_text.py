@@ -61,3 +61,18 @@ def test_an_archive_member_past_the_streaming_size_gives_what_the_file_streamed_
     on_disk = pipeline.gather([d], limits=LoadLimits(**SMALL))
     member = pipeline.gather([tmp_path / "b.zip"], limits=LoadLimits(**SMALL))
     assert _said(member, "b.zip/") == _said(on_disk, "")
+
+
+def test_a_chunk_without_lines_of_a_parser_adds_no_nothing_found_problem_to_a_file_that_has_them(tmp_path: Path) -> None:
+    """A Fabric Manager log streamed in chunks, some of them with no Fabric Manager line: the file has its lines, so
+    the files table says nothing of a chunk's "no fabric manager lines found" (as for the file in one piece)."""
+    sample = ROOT / "tests/data/fabric_manager_log/gpud_fabric-manager.0.lines185-340_errors_and_startup.log"
+    d = tmp_path / "b"
+    d.mkdir()
+    filler = "".join(f"unrelated line {i} of another tool's output\\n" for i in range(400))  # whole chunks of it
+    (d / "fabricmanager.log").write_text(sample.read_text() + filler + sample.read_text())
+    whole = pipeline.gather([d], limits=LoadLimits(parallel_min_bytes=0))
+    streamed = pipeline.gather([d], limits=LoadLimits(**SMALL))
+    (w,), (s,) = whole.files, streamed.files
+    assert w.records == s.records > 0 and w.format == s.format == "fabric_manager_log"
+    assert s.problem == w.problem is None
