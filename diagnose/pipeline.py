@@ -190,11 +190,10 @@ def _parse_file(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: Prog
     this one, the forked child or the pool's worker, each enforcing it on its own parse). Past the limit, what the
     file gave so far is dropped and the file is listed with the limit (a ``file_problem``). ``mapped``: bulk dumps
     are mapped, not read (see :func:`read_whole`: the child only)."""
-    if held.spent:  # the record budget was spent by the files before this one (serially, in path order)
-        ev.files.append(FileEntry(path=bf.path, format="unknown", records=0,
-                                  problem="; ".join([*dict.fromkeys(bf.problems), held.skipped()])))
-        return
     records, files, formats = len(ev.records), len(ev.files), set(ev.formats)
+    if held.spent:  # the record budget was spent by the files before this one (serially, in path order)
+        _drop(bf, ev, records, files, formats, held.skipped())
+        return
     try:
         call_limited(limits.max_file_seconds, _parse_file_now, bf, ev, limits, progress, mapped)
         cost = record_bytes(ev.records[records:])

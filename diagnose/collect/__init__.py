@@ -398,10 +398,8 @@ def job_failures(folder: Path) -> list[tuple[str, str, str]]:
     if data is None or data.get("kind") != JOB_MANIFEST_KIND:
         return []
     out: list[tuple[str, str, str]] = []
-    raw_rows = data.get("hosts")
-    rows: list[object] = raw_rows if isinstance(raw_rows, list) else []
     fabric = data.get("fabric")
-    for row in [*rows, *([fabric] if isinstance(fabric, dict) else [])]:
+    for row in [*json_list(data.get("hosts")), *([fabric] if isinstance(fabric, dict) else [])]:
         if not isinstance(row, dict) or row.get("status") in ("ok", None):
             continue
         host = str(row.get("host") or "-")[:200]

@@ -25,7 +25,6 @@ from rich.text import Text
 from diagnose import __version__
 from diagnose.bundle import BundleError, LoadLimits
 from diagnose.catalog.loader import Catalog, load_catalog
-from diagnose.collect import hosts_without_comm_tools
 from diagnose.interfaces.chat_cli import feedback_app
 from diagnose.interfaces.service_cli import bench_hooks, incidents_app, serve
 from diagnose.logging_setup import configure
@@ -232,6 +231,8 @@ def triage(
         _fail(str(exc))
         return
     nothing = not any(f.records for f in d.files) and not symptom
+    from diagnose.collect import hosts_without_comm_tools  # (here: not on every command's start-up)
+
     bare = [] if nothing or symptom or _job_evidence(d.files) else hosts_without_comm_tools(paths)
     if fmt is Fmt.json:
         sys.stdout.write(render_json(d))
