@@ -642,11 +642,11 @@ _TRIAGE_CHILD = """
 import json, resource, sys, time, pathlib
 from diagnose.catalog.loader import load_catalog
 from diagnose.engine import infer
-from diagnose.pipeline import gather
+from diagnose.pipeline import ParallelExecutor, gather
 d = pathlib.Path(sys.argv[1])
 floor = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
 t = time.perf_counter()
-ev = gather([d], keep_records=False)  # what triage() does, keeping the evidence for the second process's peak memory
+ev = gather([d], keep_records=False, executor=ParallelExecutor())  # what the CLI's triage does, keeping the evidence for the second process's peak memory
 r = infer(load_catalog(), ev.findings, ev.symptoms, ev.formats, ev.files)
 wall = time.perf_counter() - t
 top = r.causes[0] if r.causes else None

@@ -14,7 +14,7 @@ from diagnose.bundle.sniff import sniff_file
 from diagnose.evidence.frames import build_frames
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = dict(parallel_min_bytes=0, stream_bytes=8192, chunk_bytes=4096)
+SMALL = dict(stream_bytes=8192, chunk_bytes=4096)
 
 
 def _streamable_samples() -> list[Path]:
@@ -71,7 +71,7 @@ def test_a_chunk_without_lines_of_a_parser_adds_no_nothing_found_problem_to_a_fi
     d.mkdir()
     filler = "".join(f"unrelated line {i} of another tool's output\\n" for i in range(400))  # whole chunks of it
     (d / "fabricmanager.log").write_text(sample.read_text() + filler + sample.read_text())
-    whole = pipeline.gather([d], limits=LoadLimits(parallel_min_bytes=0))
+    whole = pipeline.gather([d], limits=LoadLimits())
     streamed = pipeline.gather([d], limits=LoadLimits(**SMALL))
     (w,), (s,) = whole.files, streamed.files
     assert w.records == s.records > 0 and w.format == s.format == "fabric_manager_log"

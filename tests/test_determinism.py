@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from diagnose.bundle import LoadLimits, load_inputs
-from diagnose.pipeline import _offloadable, gather, triage
+from diagnose.pipeline import ParallelExecutor, gather, triage
 from diagnose.render import render_json
+from diagnose.runtime.plan import offloadable
 
 HOSTS = 448
 HCAS = 8
@@ -61,7 +62,7 @@ def test_large_bundle_is_byte_identical_and_localised(tmp_path: Path, catalog) -
     ev = gather([b])
     assert len(ev.findings) > 10_000  # every erroring port counter over the floor becomes a fact in durable-rules
     first = render_json(triage([b], "AllReduce slow on 448 nodes", catalog=catalog))
-    second = render_json(triage([b], "AllReduce slow on 448 nodes", catalog=catalog))
+    second = render_json(triage([b], "AllReduce slow on 448 nodes", catalog=catalog, executor=ParallelExecutor()))
     assert first == second
     d = triage([b], "AllReduce slow on 448 nodes", catalog=catalog)
     top = d.causes[0]
@@ -72,14 +73,12 @@ def test_large_bundle_is_byte_identical_and_localised(tmp_path: Path, catalog) -
 def test_bulk_dumps_parsed_on_the_second_core_give_the_same_diagnosis() -> None:
     """Large counter dumps go to a second process; the diagnosis must not depend on where they were parsed."""
     bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"
-    small = dict(stream_bytes=1024, chunk_bytes=4096)  # treat the fixture's dumps as large files
-    parallel = LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small)
-    serial = LoadLimits(parallel_min_bytes=0, **small)
-    picked = _offloadable(files := load_inputs([bundle], parallel), parallel)
+    limits = LoadLimits(stream_bytes=1024, chunk_bytes=4096)  # treat the fixture's dumps as large files
+    picked = offloadable(files := load_inputs([bundle], limits), limits, 1)
     assert sorted(files[i].path.split("/")[-1] for i in picked) == [  # both perfquery snapshots and the topology
         "ibnetdiscover.topo", "perfquery_1.txt.gz", "perfquery_2.txt.gz"]
-    a = triage([bundle], limits=parallel).model_dump_json()
-    b = triage([bundle], limits=serial).model_dump_json()
+    a = triage([bundle], limits=limits, executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1)).model_dump_json()
+    b = triage([bundle], limits=limits).model_dump_json()
     assert a == b
     assert '"link.bad_cable"' in a
 
@@ -92,23 +91,23 @@ def test_second_core_results_pass_through_files_that_are_removed_afterwards(tmp_
     spill_root = tmp_path / "tmp"
     spill_root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
-    parallel = LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, stream_bytes=1024, chunk_bytes=4096)
-    ev = gather([bundle], limits=parallel)
+    limits = LoadLimits(stream_bytes=1024, chunk_bytes=4096)
+    ev = gather([bundle], limits=limits, executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1))
     assert ev.second_core_peak_mib > 0  # the dumps really were parsed in the second process
     assert list(spill_root.iterdir()) == []
     assert any(f.kind == "port_counter_errors" for f in ev.findings)
 
 
 def test_a_spilled_part_reads_back_as_the_same_evidence(tmp_path: Path) -> None:
-    from diagnose.pooled import _parse_part, _Spilled, _unspill
+    from diagnose.runtime.pooled import Spilled, parse_part, unspill
 
     bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"
     lim = LoadLimits()
     [bf] = [f for f in load_inputs([bundle], lim) if f.path.endswith("perfquery_1.txt.gz")]
-    direct = _parse_part(bf, lim)
-    spilled = _parse_part(bf, lim, str(tmp_path))
-    assert isinstance(spilled, _Spilled) and Path(spilled.path).parent == tmp_path
-    back = _unspill(spilled)
+    direct = parse_part(bf, lim)
+    spilled = parse_part(bf, lim, str(tmp_path))
+    assert isinstance(spilled, Spilled) and Path(spilled.path).parent == tmp_path
+    back = unspill(spilled)
     assert not Path(spilled.path).exists()  # read once, then gone
     assert [fe.model_dump() for fe in back.files] == [fe.model_dump() for fe in direct.files]
     assert len(back.records) == len(direct.records) and back.formats == direct.formats

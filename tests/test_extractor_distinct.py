@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnose import pipeline
 from diagnose.bundle import LoadLimits, load_inputs
 from diagnose.evidence.context import Context
 from diagnose.evidence.extractors import host, host_pcie, nccl, stack
 from diagnose.evidence.frames import build_frames
+from diagnose.stages import parse
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -42,9 +42,9 @@ def _contexts() -> list[Context]:
     out = []
     limits = LoadLimits()
     for name in BUNDLES:
-        ev = pipeline.Evidence()
+        ev = parse.Evidence()
         for bf in load_inputs([FIXTURES / name], limits):
-            pipeline._parse_file(bf, ev, limits)
+            parse.parse_file(bf, ev, limits)
         out.append(Context(frames=build_frames(ev.records), formats=set(ev.formats)))
     return out
 

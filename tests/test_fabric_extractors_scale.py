@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from diagnose import pipeline
 from diagnose.bundle import LoadLimits, load_inputs
 from diagnose.evidence.context import Context
 from diagnose.evidence.counters import EARLY_HINT, LATE_HINT
@@ -22,6 +21,7 @@ from diagnose.evidence.extractors.fabric_paths import _NET_CH, _counter_series, 
 from diagnose.evidence.extractors.fabric_state import PORT_KEYS, _wait_table
 from diagnose.evidence.frames import build_frames
 from diagnose.parsers import nccl_log
+from diagnose.stages import parse
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -88,9 +88,9 @@ def test_net_pairs_name_the_connection_as_nccl_prints_it() -> None:
 
 
 def _context(bundle: Path) -> Context:
-    limits, ev = LoadLimits(), pipeline.Evidence()
+    limits, ev = LoadLimits(), parse.Evidence()
     for bf in load_inputs([bundle], limits):
-        pipeline._parse_file(bf, ev, limits)
+        parse.parse_file(bf, ev, limits)
     return Context(frames=build_frames(ev.records), formats=ev.formats)
 
 

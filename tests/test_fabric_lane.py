@@ -4,32 +4,27 @@ from __future__ import annotations
 
 import ast
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from diagnose import pipeline
-from diagnose.bundle import LoadLimits
 from diagnose.evidence import extractors
 from diagnose.evidence.context import Context
 from diagnose.evidence.extractors import FABRIC_LANE, FABRIC_LANE_READS, FABRIC_TABLES, all_extractors
 from diagnose.evidence.frames import build_frames
+from diagnose.runtime import ParallelExecutor, SerialExecutor, Stages
+from diagnose.stages.find import merged, run_extractors, run_some
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # bundles with counters and a topology (the lane's inputs), one with findings of both lanes' extractors
 BUNDLES = ["link/bad_cable", "fabric/congestion", "fabric/sm_problem", "fabric/route_imbalance", "link/flapping",
            "healthy/fattree64-clean"]
-FORK = LoadLimits(fabric_lane_min_rows=1)
-SERIAL = LoadLimits(fabric_lane_min_rows=0)
+LANE = ParallelExecutor(lane_min_rows=1)  # the fabric extractors in a forked child wherever it may fork
+FORK = ParallelExecutor(lane_min_rows=1, fork=True)  # forks all the same (idle threads other tests left would stop it)
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="no fork or one core")
-
-
-@pytest.fixture
-def fork_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Threads other tests leave behind (idle daemons) would keep the pipeline from forking: allowed here, where
-    only the machinery is under test (``_can_fork`` has a test of its own)."""
-    monkeypatch.setattr(pipeline, "_can_fork", lambda: True)
 
 
 def _dump(ev: pipeline.Evidence) -> list[str]:
@@ -68,9 +63,9 @@ def test_the_lane_holds_exactly_the_extractors_that_read_the_counter_table_or_th
 
 @needs_fork
 @pytest.mark.parametrize("bundle", BUNDLES)
-def test_forked_lane_gives_the_same_findings_byte_for_byte(bundle: str, fork_allowed: None) -> None:
-    serial = pipeline.gather([FIXTURES / bundle], limits=SERIAL)
-    forked = pipeline.gather([FIXTURES / bundle], limits=FORK)
+def test_forked_lane_gives_the_same_findings_byte_for_byte(bundle: str) -> None:
+    serial = pipeline.gather([FIXTURES / bundle], executor=SerialExecutor())
+    forked = pipeline.gather([FIXTURES / bundle], executor=FORK)
     assert serial.findings, bundle
     assert _dump(forked) == _dump(serial)
     assert forked.second_core_peak_mib > 0  # the lane did run in a child
@@ -78,14 +73,14 @@ def test_forked_lane_gives_the_same_findings_byte_for_byte(bundle: str, fork_all
 
 
 def _context(bundle: str) -> Context:
-    ev = pipeline.gather([FIXTURES / bundle], limits=SERIAL)
+    ev = pipeline.gather([FIXTURES / bundle])
     return Context(frames=build_frames(ev.records), formats=ev.formats)
 
 
 @pytest.mark.slow
 @needs_fork
-def test_a_child_that_dies_costs_time_not_findings(monkeypatch: pytest.MonkeyPatch, fork_allowed: None) -> None:
-    want = [f.model_dump_json() for f in pipeline.run_extractors(_context("link/bad_cable"), SERIAL)[0]]
+def test_a_child_that_dies_costs_time_not_findings() -> None:
+    want = [f.model_dump_json() for f in run_extractors(_context("link/bad_cable"))]
     parent = os.getpid()
     name, fn = next((n, f) for n, f in all_extractors() if n in FABRIC_LANE)
 
@@ -94,26 +89,22 @@ def test_a_child_that_dies_costs_time_not_findings(monkeypatch: pytest.MonkeyPat
             os._exit(3)
         return fn(ctx)
 
-    real = pipeline.all_extractors
-    monkeypatch.setattr(pipeline, "all_extractors",
-                        lambda: [(n, dies_in_the_child if n == name else f) for n, f in real()])
-    got, mib = pipeline.run_extractors(_context("link/bad_cable"), FORK)
+    dying = Stages(extractors=lambda: [(n, dies_in_the_child if n == name else f) for n, f in all_extractors()])
+    got, mib = replace(FORK, stages=dying).run_extractors(_context("link/bad_cable"))
     assert [f.model_dump_json() for f in got] == want
     assert mib == 0.0  # what the child did was thrown away and run here
 
 
 @needs_fork
-def test_an_extractor_that_fails_in_the_child_is_reported_as_in_one_process(monkeypatch: pytest.MonkeyPatch,
-                                                                           fork_allowed: None) -> None:
+def test_an_extractor_that_fails_in_the_child_is_reported_as_in_one_process() -> None:
     name = sorted(FABRIC_LANE)[0]
 
     def broken(ctx: Context) -> list:
         raise ValueError("bad frame")
 
-    real = pipeline.all_extractors
-    monkeypatch.setattr(pipeline, "all_extractors", lambda: [(n, broken if n == name else f) for n, f in real()])
-    forked, mib = pipeline.run_extractors(_context("fabric/congestion"), FORK)
-    serial, _ = pipeline.run_extractors(_context("fabric/congestion"), SERIAL)
+    failing = Stages(extractors=lambda: [(n, broken if n == name else f) for n, f in all_extractors()])
+    forked, mib = replace(FORK, stages=failing).run_extractors(_context("fabric/congestion"))
+    serial = merged(failing.extractors(), run_some(_context("fabric/congestion"), failing.extractors()))
     assert mib > 0
     assert [f.model_dump_json() for f in forked] == [f.model_dump_json() for f in serial]
     failed = [f for f in forked if f.kind == "extractor_failed"]
@@ -126,7 +117,7 @@ def test_no_fork_from_a_worker_thread() -> None:
     import threading
 
     got: list[float] = []
-    t = threading.Thread(target=lambda: got.append(pipeline.run_extractors(_context("link/bad_cable"), FORK)[1]))
+    t = threading.Thread(target=lambda: got.append(LANE.run_extractors(_context("link/bad_cable"))[1]))
     t.start()
     t.join()
     assert got == [0.0]  # a service worker runs every extractor itself
@@ -160,7 +151,7 @@ READ_BUNDLES = [*BUNDLES, "fabric/pkey_mismatch", "fabric/adaptive_routing_off",
 def test_the_lanes_read_only_the_tables_declared_for_them(bundle: str) -> None:
     """A process that runs the fabric extractors apart gets FABRIC_TABLES and FABRIC_LANE_READS only; the other
     extractors never see FABRIC_TABLES. A table read but not declared would be missing there without a sound."""
-    ev = pipeline.gather([FIXTURES / bundle], limits=SERIAL)
+    ev = pipeline.gather([FIXTURES / bundle])
     frames = build_frames(ev.records)
     for lane in (True, False):
         reads = _Reads(frames)
@@ -176,16 +167,15 @@ def test_the_lanes_read_only_the_tables_declared_for_them(bundle: str) -> None:
 
 @pytest.mark.slow
 @needs_fork
-def test_no_room_for_the_lane_result_runs_the_extractors_here(monkeypatch: pytest.MonkeyPatch,
-                                                               fork_allowed: None) -> None:
+def test_no_room_for_the_lane_result_runs_the_extractors_here(monkeypatch: pytest.MonkeyPatch) -> None:
     import tempfile
 
-    want = [f.model_dump_json() for f in pipeline.run_extractors(_context("link/bad_cable"), SERIAL)[0]]
+    want = [f.model_dump_json() for f in run_extractors(_context("link/bad_cable"))]
 
     def no_room(*a: object, **k: object) -> object:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tempfile, "mkstemp", no_room)
-    got, mib = pipeline.run_extractors(_context("link/bad_cable"), FORK)
+    got, mib = FORK.run_extractors(_context("link/bad_cable"))
     assert [f.model_dump_json() for f in got] == want
     assert mib == 0.0

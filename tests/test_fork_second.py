@@ -9,21 +9,28 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from diagnose import forked as forking
-from diagnose import memtune, pipeline
+from diagnose import pipeline
 from diagnose.bundle import BundleError, LoadLimits
+from diagnose.evidence.frames import build_frames
 from diagnose.models.records import ColumnBatch
+from diagnose.runtime import ParallelExecutor, Stages, memtune
+from diagnose.runtime import forked as forking
+from diagnose.stages import parse
+from diagnose.stages.find import run_some
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 SMALL = dict(stream_bytes=16 * 1024, chunk_bytes=4096)  # the fixture's dumps and topology count as large
-FORKED = LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **SMALL)
-SERIAL = LoadLimits(parallel_min_bytes=0, **SMALL)
+LIMITS = LoadLimits(**SMALL)
+# the parallel executor on every bulk file; it forks even though idle threads that other tests leave would stop it
+# (only the machinery is under test here: can_fork has a test of its own)
+TWO = ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=True)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="no fork or one core")
 
@@ -46,14 +53,7 @@ def _result(ev: pipeline.Evidence) -> tuple[Any, ...]:
 
 
 @pytest.fixture
-def fork_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Threads other tests leave behind (idle daemons) would keep the pipeline from forking: allowed here, where
-    only the machinery is under test (``_can_fork`` has a test of its own)."""
-    monkeypatch.setattr(pipeline, "_can_fork", lambda: True)
-
-
-@pytest.fixture
-def spill_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork_allowed: None) -> Path:
+def spill_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "tmp"
     root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(root))
@@ -64,7 +64,7 @@ def spill_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork_allowed: No
 def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The pids of the children forked to parse (each must be reaped by the time gather returns)."""
     pids: list[int] = []
-    real = forking._ForkSecond.start.__func__  # type: ignore[attr-defined]
+    real = forking.ForkSecond.start.__func__  # type: ignore[attr-defined]
 
     def start(cls: type, *a: Any, **k: Any) -> Any:
         got = real(cls, *a, **k)
@@ -72,7 +72,7 @@ def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             pids.append(got.pid)
         return got
 
-    monkeypatch.setattr(forking._ForkSecond, "start", classmethod(start))
+    monkeypatch.setattr(forking.ForkSecond, "start", classmethod(start))
     return pids
 
 
@@ -93,42 +93,47 @@ def _reaped(pids: list[int], within: float = 10.0) -> bool:
     return True
 
 
-def _child_first(self: forking._ForkSecond) -> None:
+def _child_first(self: forking.ForkSecond) -> None:
     """A stand-in for ``_ForkSecond.claim``: this process takes no large file, and waits until the child has one."""
     while not self.eof and not any(self.claims.owner(k) == 1 for k in range(len(self.bulk))):
         time.sleep(0.01)
         self._pump(block=False)
 
 
-def _handing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Small files handed to the child four at a time, while this process is slowed on its own (so that the idle
-    child gets some) and takes no large file: the files handed, as they are."""
-    sent: list[int] = []
-    real_send, real_here = forking._ForkSecond.send, pipeline._parse_here
+def _slowed_here(seconds: float) -> Stages:
+    """Stages whose parse of a small file takes ``seconds`` longer in this process (not in the child)."""
+    parent = os.getpid()
 
-    def spy(self: forking._ForkSecond, batch: list[int], costs: list[float]) -> bool:
+    def slow(bf: Any, *a: Any, **k: Any) -> None:
+        if bf.stream is None and os.getpid() == parent:
+            time.sleep(seconds)
+        parse.parse_file(bf, *a, **k)
+
+    return Stages(parse_file=slow)
+
+
+def _handing(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], ParallelExecutor]:
+    """Small files handed to the child four at a time, while this process is slowed on its own (so that the idle
+    child gets some) and takes no large file: the files handed, as they are, and the executor that does it."""
+    sent: list[int] = []
+    real_send = forking.ForkSecond.send
+
+    def spy(self: forking.ForkSecond, batch: list[int], costs: list[float]) -> bool:
         sent.extend(batch)
         return real_send(self, batch, costs)
 
-    def slow_here(bf: Any, *a: Any) -> Any:
-        if bf.stream is None:
-            time.sleep(0.005)
-        return real_here(bf, *a)
-
-    monkeypatch.setattr(pipeline, "_HAND_OVER", 4)
-    monkeypatch.setattr(forking._ForkSecond, "send", spy)
-    monkeypatch.setattr(forking._ForkSecond, "claim", _child_first)
-    monkeypatch.setattr(pipeline, "_parse_here", slow_here)
-    return sent
+    monkeypatch.setattr(forking.ForkSecond, "send", spy)
+    monkeypatch.setattr(forking.ForkSecond, "claim", _child_first)
+    return sent, ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=True, hand_over=4, stages=_slowed_here(0.005))
 
 
 def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_path: Path, spill_root: Path,
                                                                              monkeypatch: pytest.MonkeyPatch,
                                                                              children: list[int]) -> None:
     bundle = _bundle(tmp_path, 40)
-    serial = pipeline.gather([bundle], limits=SERIAL)
-    sent = _handing(monkeypatch)
-    forked = pipeline.gather([bundle], limits=FORKED)
+    serial = pipeline.gather([bundle], limits=LIMITS)
+    sent, handing = _handing(monkeypatch)
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=handing)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # the child did parse some of it
     # how many small files the idle child is handed depends on the scheduler (a busy machine hands none): what
@@ -141,9 +146,9 @@ def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_
 def test_a_child_that_dies_at_once_loses_nothing(tmp_path: Path, spill_root: Path,
                                                  monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
     bundle = _bundle(tmp_path, 6)
-    serial = pipeline.gather([bundle], limits=SERIAL)
-    monkeypatch.setattr(forking, "_serve", lambda *a: os._exit(7))
-    forked = pipeline.gather([bundle], limits=FORKED)
+    serial = pipeline.gather([bundle], limits=LIMITS)
+    monkeypatch.setattr(forking, "serve", lambda *a: os._exit(7))
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=TWO)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib == 0  # all of it was parsed here
     assert list(spill_root.iterdir()) == []
@@ -153,8 +158,8 @@ def test_a_child_that_dies_at_once_loses_nothing(tmp_path: Path, spill_root: Pat
 def test_a_child_that_dies_midway_loses_nothing(tmp_path: Path, spill_root: Path,
                                                 monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
     bundle = _bundle(tmp_path, 6)
-    serial = pipeline.gather([bundle], limits=SERIAL)
-    real = pipeline._parse_file
+    serial = pipeline.gather([bundle], limits=LIMITS)
+    real = parse.parse_file
     parent = os.getpid()
     calls = [0]
 
@@ -165,24 +170,24 @@ def test_a_child_that_dies_midway_loses_nothing(tmp_path: Path, spill_root: Path
                 os._exit(9)
         real(bf, *a, **k)
 
-    monkeypatch.setattr(pipeline, "_parse_file", dies_on_its_second_file)
-    monkeypatch.setattr(forking._ForkSecond, "claim", _child_first)  # the large files are the child's
-    forked = pipeline.gather([bundle], limits=FORKED)
+    monkeypatch.setattr(forking.ForkSecond, "claim", _child_first)  # the large files are the child's
+    dying = ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=True, stages=Stages(parse_file=dies_on_its_second_file))
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=dying)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # its first file did come back
     assert _reaped(children)
 
 
 def test_results_the_child_cannot_store_are_parsed_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         fork_allowed: None, children: list[int]) -> None:
+                                                         children: list[int]) -> None:
     bundle = _bundle(tmp_path, 6)
-    serial = pipeline.gather([bundle], limits=SERIAL)
+    serial = pipeline.gather([bundle], limits=LIMITS)
 
     def no_room(*a: Any, **k: Any) -> Any:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tempfile, "mkstemp", no_room)  # the child's pickles; the folder itself is made here
-    forked = pipeline.gather([bundle], limits=FORKED)
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=TWO)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib == 0
     assert _reaped(children)
@@ -193,11 +198,11 @@ def test_this_process_takes_the_large_files_a_slow_child_has_not_started(tmp_pat
                                                                          monkeypatch: pytest.MonkeyPatch,
                                                                          children: list[int]) -> None:
     bundle = _bundle(tmp_path, 6)
-    serial = pipeline.gather([bundle], limits=SERIAL)
+    serial = pipeline.gather([bundle], limits=LIMITS)
     taken: list[int] = []
-    real_claim, real_serve = forking._ForkSecond.claim, forking._serve
+    real_claim, real_serve = forking.ForkSecond.claim, forking.serve
 
-    def claim(self: forking._ForkSecond) -> int | None:
+    def claim(self: forking.ForkSecond) -> int | None:
         got = real_claim(self)
         if got is not None:
             taken.append(got)
@@ -207,9 +212,9 @@ def test_this_process_takes_the_large_files_a_slow_child_has_not_started(tmp_pat
         time.sleep(2.0)  # this process is done with its own files long before
         real_serve(*a)
 
-    monkeypatch.setattr(forking._ForkSecond, "claim", claim)
-    monkeypatch.setattr(forking, "_serve", slow)
-    forked = pipeline.gather([bundle], limits=FORKED)
+    monkeypatch.setattr(forking.ForkSecond, "claim", claim)
+    monkeypatch.setattr(forking, "serve", slow)
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=TWO)
     assert len(taken) == 3  # both dumps and the topology
     assert _result(forked) == _result(serial)
     assert _reaped(children)
@@ -220,7 +225,7 @@ def test_no_fork_while_another_thread_runs() -> None:
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert not pipeline._can_fork()  # a service's worker threads: the fork server's pool instead
+        assert not forking.can_fork()  # a service's worker threads: the fork server's pool instead
     finally:
         stop.set()
         t.join()
@@ -230,18 +235,18 @@ def test_gather_does_not_wait_for_its_child_to_be_freed_and_the_next_triage_stil
         tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
     """The child closes its results pipe before it leaves, and a thread reaps it: gather returns while the kernel
     still frees the child. A triage right after waits for that thread (a fork copies one thread) and forks."""
-    real_run = forking._Reaper.run
+    real_run = forking.Reaper.run
 
-    def slow_run(self: forking._Reaper) -> None:
+    def slow_run(self: forking.Reaper) -> None:
         time.sleep(0.3)  # as a child with much memory to free
         real_run(self)
 
-    monkeypatch.setattr(forking, "_gone", lambda pid: False)  # not gone yet, as when the kernel is still freeing it
-    monkeypatch.setattr(forking._Reaper, "run", slow_run)
+    monkeypatch.setattr(forking, "gone", lambda pid: False)  # not gone yet, as when the kernel is still freeing it
+    monkeypatch.setattr(forking.Reaper, "run", slow_run)
     bundle = _bundle(tmp_path, 6)
-    first = pipeline.gather([bundle], limits=FORKED, keep_records=False)
-    assert [t for t in threading.enumerate() if isinstance(t, forking._Reaper)]  # returned before the child was reaped
-    second = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    first = pipeline.gather([bundle], limits=LIMITS, executor=TWO, keep_records=False)
+    assert [t for t in threading.enumerate() if isinstance(t, forking.Reaper)]  # returned before the child was reaped
+    second = pipeline.gather([bundle], limits=LIMITS, executor=TWO, keep_records=False)
     assert len(children) == 2
     assert _findings(first) == _findings(second)
     assert _reaped(children)
@@ -249,14 +254,14 @@ def test_gather_does_not_wait_for_its_child_to_be_freed_and_the_next_triage_stil
 
 def test_a_child_is_reaped_here_when_no_thread_can_be_started(
         tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
-    def no_thread(self: forking._Reaper) -> None:
+    def no_thread(self: forking.Reaper) -> None:
         raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(forking, "_gone", lambda pid: False)
-    monkeypatch.setattr(forking._Reaper, "start", no_thread)
+    monkeypatch.setattr(forking, "gone", lambda pid: False)
+    monkeypatch.setattr(forking.Reaper, "start", no_thread)
     bundle = _bundle(tmp_path, 6)
-    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
-    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    serial = pipeline.gather([bundle], limits=LIMITS, keep_records=False)
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=TWO, keep_records=False)
     assert _findings(forked) == _findings(serial)
     assert _reaped(children, within=0)  # waited for in gather
 
@@ -269,14 +274,14 @@ def _findings(ev: pipeline.Evidence) -> tuple[Any, ...]:
 def answered(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether the child gave the fabric extractors' findings, each time they were asked for."""
     seen: list[bool] = []
-    real = forking._ForkSecond.lane_result
+    real = forking.ForkSecond.lane_result
 
-    def spy(self: forking._ForkSecond) -> Any:
+    def spy(self: forking.ForkSecond) -> Any:
         got = real(self)
         seen.append(got is not None)
         return got
 
-    monkeypatch.setattr(forking._ForkSecond, "lane_result", spy)
+    monkeypatch.setattr(forking.ForkSecond, "lane_result", spy)
     return seen
 
 
@@ -286,8 +291,8 @@ def test_triage_leaves_the_fabric_tables_and_their_extractors_to_the_child(tmp_p
     """Without records to return, the counter dumps and topology stay in the child, which runs the fabric
     extractors on them: the findings are those of one process."""
     bundle = _bundle(tmp_path, 12)
-    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
-    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    serial = pipeline.gather([bundle], limits=LIMITS, keep_records=False)
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=TWO, keep_records=False)
     assert answered == [True]  # the child ran the fabric extractors
     assert _findings(forked) == _findings(serial)
     assert any(f.kind == "port_counter_errors" for f in forked.findings)
@@ -303,19 +308,15 @@ def test_a_child_that_cannot_run_the_fabric_extractors_loses_nothing(tmp_path: P
     """The child parsed the dumps and kept their records, then died (or its extractors could not run): they are
     parsed again here and the fabric extractors run here."""
     bundle = _bundle(tmp_path, 6)
-    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
+    serial = pipeline.gather([bundle], limits=LIMITS, keep_records=False)
 
     def dies(*a: Any) -> None:
         os._exit(5)
 
-    def fails(*a: Any) -> None:
-        raise RuntimeError("no frames")
-
     if how == "dies":
-        monkeypatch.setattr(forking, "_serve_lane", dies)
-    else:
-        monkeypatch.setattr(pipeline, "build_frames", _fails_in_child(pipeline.build_frames))
-    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+        monkeypatch.setattr(forking, "serve_lane", dies)
+    failing = TWO if how == "dies" else replace(TWO, stages=Stages(build_frames=_fails_in_child(build_frames)))
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=failing, keep_records=False)
     assert _findings(forked) == _findings(serial)
     assert _reaped(children)
 
@@ -337,10 +338,10 @@ def test_fabric_rows_that_change_after_the_child_built_its_frames_are_not_lost(
     """The child builds its frames early from what this process said it had; if what arrives differs (rows parsed
     again here after a lost result), the child refuses and the fabric extractors run here on everything."""
     bundle = _bundle(tmp_path, 6)
-    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
-    real = forking._ForkSecond.parsed
-    monkeypatch.setattr(forking._ForkSecond, "parsed", lambda self, tables: real(self, {"FabricPortState"}))
-    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    serial = pipeline.gather([bundle], limits=LIMITS, keep_records=False)
+    real = forking.ForkSecond.parsed
+    monkeypatch.setattr(forking.ForkSecond, "parsed", lambda self, tables: real(self, {"FabricPortState"}))
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=TWO, keep_records=False)
     assert answered == [False]  # the child said no
     assert _findings(forked) == _findings(serial)
     assert _reaped(children)
@@ -351,12 +352,16 @@ def test_an_error_here_stops_the_child_and_leaves_nothing(tmp_path: Path, spill_
                                                           children: list[int]) -> None:
     bundle = _bundle(tmp_path, 6)
 
-    def broken(*a: Any, **k: Any) -> Any:
-        raise KeyboardInterrupt  # an interrupt while the child waits to run the fabric extractors
+    parent = os.getpid()
 
-    monkeypatch.setattr(pipeline, "_findings", broken)
+    def broken(records: Any) -> Any:
+        if os.getpid() == parent:
+            raise KeyboardInterrupt  # an interrupt while the child waits to run the fabric extractors
+        return build_frames(records)
+
     with pytest.raises(KeyboardInterrupt):
-        pipeline.gather([bundle], limits=FORKED, keep_records=False)
+        pipeline.gather([bundle], limits=LIMITS, executor=replace(TWO, stages=Stages(build_frames=broken)),
+                        keep_records=False)
     assert _reaped(children)
     assert list(spill_root.iterdir()) == []
 
@@ -365,13 +370,13 @@ def test_an_error_here_stops_the_child_and_leaves_nothing(tmp_path: Path, spill_
 def forked_with(monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
     """The files each child was forked with (copied when forked)."""
     got: list[list[Any]] = []
-    real = forking._ForkSecond.start.__func__  # type: ignore[attr-defined]
+    real = forking.ForkSecond.start.__func__  # type: ignore[attr-defined]
 
     def start(cls: type, files: list[Any], *a: Any, **k: Any) -> Any:
         got.append([(bf.path, bf.text is not None, bf.stream is not None) for bf in files])
         return real(cls, files, *a, **k)
 
-    monkeypatch.setattr(forking._ForkSecond, "start", classmethod(start))
+    monkeypatch.setattr(forking.ForkSecond, "start", classmethod(start))
     return got
 
 
@@ -381,9 +386,9 @@ def test_the_child_starts_before_the_small_files_are_read(tmp_path: Path, spill_
     """The child is forked once the bundle is listed and its large files' heads read: the small files it is later
     handed reach it with the batch, and the result is that of one process."""
     bundle = _bundle(tmp_path, 40)
-    serial = pipeline.gather([bundle], limits=SERIAL)
-    sent = _handing(monkeypatch)
-    forked = pipeline.gather([bundle], limits=FORKED)
+    serial = pipeline.gather([bundle], limits=LIMITS)
+    sent, handing = _handing(monkeypatch)
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=handing)
     assert _result(forked) == _result(serial)
     (listed,) = forked_with  # forked once
     assert [p for p, _t, _s in listed] == [f.path for f in serial.files]
@@ -408,8 +413,8 @@ def test_a_bundle_that_lists_otherwise_when_read_forks_again(tmp_path: Path, spi
         info.size = len(data)
         tf.addfile(info, io.BytesIO(data))
     (bundle / "notes.txt").write_bytes(buf.getvalue())
-    serial = pipeline.gather([bundle], limits=SERIAL)
-    forked = pipeline.gather([bundle], limits=FORKED)
+    serial = pipeline.gather([bundle], limits=LIMITS)
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=TWO)
     assert any(f.path == "notes.txt/gpu-y001/ibstat.txt" for f in forked.files)
     assert _result(forked) == _result(serial)
     assert len(forked_with) == 2
@@ -429,9 +434,8 @@ def test_a_bundle_that_cannot_be_read_stops_the_child_forked_for_it(tmp_path: Pa
     def unreadable(*a: Any, **k: Any) -> Any:
         raise BundleError("no readable file in the input")
 
-    monkeypatch.setattr(pipeline, "load_inputs", unreadable)
     with pytest.raises(BundleError):
-        pipeline.gather([bundle], limits=FORKED)
+        pipeline.gather([bundle], limits=LIMITS, executor=replace(TWO, stages=Stages(load=unreadable)))
     assert _reaped(children) and len(children) == 1
     assert list(spill_root.iterdir()) == []
 
@@ -441,14 +445,14 @@ def early_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A file where the child notes each build of its fabric frames: 'early' (before this process said which
     fabric tables it has rows of) or 'told'."""
     notes = tmp_path / "builds"
-    real = forking._Ready.build.__func__  # type: ignore[attr-defined]
+    real = forking.Ready.build.__func__  # type: ignore[attr-defined]
 
-    def build(cls: type, kept: Any, theirs: Any, prune: bool = True) -> Any:
+    def build(cls: type, kept: Any, theirs: Any, prune: bool = True, **k: Any) -> Any:
         with notes.open("a") as fh:
             fh.write(("told" if prune else "early") + "\n")
-        return real(cls, kept, theirs, prune)
+        return real(cls, kept, theirs, prune, **k)
 
-    monkeypatch.setattr(forking._Ready, "build", classmethod(build))
+    monkeypatch.setattr(forking.Ready, "build", classmethod(build))
     return notes
 
 
@@ -461,18 +465,11 @@ def test_frames_the_child_builds_early_are_used_only_if_this_process_has_no_rows
     bundle = _bundle(tmp_path, 30)
     if counter_rows_here:
         shutil.copy(DATA / "perfquery/perfquery_x_extended_0x7cfe9003003b4bde_hca.out", bundle / "gpu-z000/pq.out")
-    serial = pipeline.gather([bundle], limits=SERIAL, keep_records=False)
-    real_here = pipeline._parse_here
-
-    def slow_here(bf: Any, *a: Any) -> Any:  # this process is still busy when the child has parsed the dumps
-        if bf.stream is None:
-            time.sleep(0.01)
-        return real_here(bf, *a)
-
-    monkeypatch.setattr(forking._ForkSecond, "claim", _child_first)
-    monkeypatch.setattr(pipeline, "_parse_here", slow_here)
-    monkeypatch.setattr(pipeline, "_HAND_OVER", 10_000)  # no small files for the child: it stays idle
-    forked = pipeline.gather([bundle], limits=FORKED, keep_records=False)
+    serial = pipeline.gather([bundle], limits=LIMITS, keep_records=False)
+    monkeypatch.setattr(forking.ForkSecond, "claim", _child_first)
+    # this process is still busy when the child has parsed the dumps; no small files for the child: it stays idle
+    busy = replace(TWO, stages=_slowed_here(0.01), hand_over=10_000)
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=busy, keep_records=False)
     assert _findings(forked) == _findings(serial)
     assert answered == [True]
     assert early_builds.read_text().split() == (["early", "told"] if counter_rows_here else ["early"])
@@ -491,17 +488,16 @@ def test_a_dump_truncated_while_the_child_maps_it_kills_the_child_not_the_triage
     for packed in sorted((bundle / "fabric").glob("perfquery_*.txt.gz")):  # plain files: those are mapped
         packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
         packed.unlink()
-    untouched = pipeline.gather([bundle], limits=SERIAL)
+    untouched = pipeline.gather([bundle], limits=LIMITS)
     dump = bundle / "fabric/perfquery_2.txt"
     parent = os.getpid()
-    real_bulk, real_here = pipeline._run_bulk, pipeline._parse_here
+    real_bulk = parse.run_bulk
     here: list[str] = []
 
     loaded = tmp_path / "loaded"
-    real_load = pipeline.load_inputs
 
     def load(*a: Any, **k: Any) -> Any:  # (only this process loads: the child was forked before)
-        got = real_load(*a, **k)
+        got = parse.load(*a, **k)
         loaded.touch()
         return got
 
@@ -515,15 +511,15 @@ def test_a_dump_truncated_while_the_child_maps_it_kills_the_child_not_the_triage
             dump.write_bytes(dump.read_bytes()[:4096])  # truncated in place: the pages past 4 KiB leave the map
         return real_bulk(mod, data, bf, *a)
 
-    def spy_here(bf: Any, *a: Any) -> Any:
-        here.append(bf.path)
-        return real_here(bf, *a)
+    def spy_here(bf: Any, *a: Any, **k: Any) -> None:
+        if os.getpid() == parent:
+            here.append(bf.path)
+        parse.parse_file(bf, *a, **k)
 
-    monkeypatch.setattr(pipeline, "load_inputs", load)
-    monkeypatch.setattr(pipeline, "_run_bulk", cut_first)
-    monkeypatch.setattr(pipeline, "_parse_here", spy_here)
-    monkeypatch.setattr(forking._ForkSecond, "claim", _child_first)  # the dumps are the child's
-    forked = pipeline.gather([bundle], limits=FORKED)
+    monkeypatch.setattr(parse, "run_bulk", cut_first)  # (a step inside the parse stage: no seam of its own)
+    monkeypatch.setattr(forking.ForkSecond, "claim", _child_first)  # the dumps are the child's
+    cutting = replace(TWO, stages=Stages(load=load, parse_file=spy_here))
+    forked = pipeline.gather([bundle], limits=LIMITS, executor=cutting)
     assert dump.stat().st_size == 4096
     assert "fabric/perfquery_2.txt" in here  # the child died on it: parsed again here, from what is left
     entry = next(f for f in forked.files if f.path == "fabric/perfquery_2.txt")
@@ -540,14 +536,14 @@ def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_ext
     forks (which inherits the pause), and each runs its extractors with it on again; it is on after the run.
     The child alone parses without transparent huge pages (diagnose.memtune): this process keeps its own."""
     seen = tmp_path / "seen"
-    real_parse, real_run = pipeline._parse_file, pipeline._run_some
+    real_parse, real_run = parse.parse_file, run_some
     thp = memtune.thp_allowed()
 
     def note(what: str) -> None:
         with open(seen, "a") as fh:
             fh.write(f"{what} {os.getpid()} {gc.isenabled()} {memtune.thp_allowed()}\n")
 
-    def parse(*a: Any, **k: Any) -> Any:
+    def parsing(*a: Any, **k: Any) -> Any:
         note("parse")
         return real_parse(*a, **k)
 
@@ -555,10 +551,9 @@ def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_ext
         note("extract")
         return real_run(*a, **k)
 
-    monkeypatch.setattr(pipeline, "_parse_file", parse)
-    monkeypatch.setattr(pipeline, "_run_some", run)
     assert gc.isenabled()
-    pipeline.gather([_bundle(tmp_path, 6)], limits=FORKED, keep_records=False)
+    noting = replace(TWO, stages=Stages(parse_file=parsing, run_some=run))
+    pipeline.gather([_bundle(tmp_path, 6)], limits=LIMITS, executor=noting, keep_records=False)
     assert gc.isenabled()
     assert memtune.thp_allowed() is thp
     rows = [line.split() for line in seen.read_text().splitlines()]
@@ -573,18 +568,15 @@ def test_the_collector_is_paused_while_both_processes_parse_and_runs_for_the_ext
 def test_a_collector_paused_by_the_caller_stays_paused_in_both_processes_and_a_failed_gather_leaves_it_on(
         tmp_path: Path, spill_root: Path, monkeypatch: pytest.MonkeyPatch, children: list[int]) -> None:
     seen = tmp_path / "seen"
-    real_run = pipeline._run_some
-
     def run(*a: Any, **k: Any) -> Any:
         with open(seen, "a") as fh:
             fh.write(f"{os.getpid()} {gc.isenabled()}\n")
-        return real_run(*a, **k)
+        return run_some(*a, **k)
 
-    monkeypatch.setattr(pipeline, "_run_some", run)
     bundle = _bundle(tmp_path, 6)
     gc.disable()
     try:
-        pipeline.gather([bundle], limits=FORKED, keep_records=False)
+        pipeline.gather([bundle], limits=LIMITS, executor=replace(TWO, stages=Stages(run_some=run)), keep_records=False)
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -592,6 +584,6 @@ def test_a_collector_paused_by_the_caller_stays_paused_in_both_processes_and_a_f
     assert len({pid for pid, _ in rows}) == 2 and {on for _, on in rows} == {"False"}  # here and in the child
     assert _reaped(children)
     with pytest.raises(BundleError):
-        pipeline.gather([tmp_path / "missing"], limits=SERIAL)
+        pipeline.gather([tmp_path / "missing"], limits=LIMITS, executor=TWO)
     assert gc.isenabled()
 

@@ -19,6 +19,7 @@ from diagnose.bundle import BundleError, timelimit
 from diagnose.bundle.loader import LoadLimits, load_inputs
 from diagnose.bundle.timelimit import TimeLimit
 from diagnose.pipeline import triage
+from diagnose.stages import parse
 
 NCCL = "gpu-a01:1:1 [0] NCCL INFO NET/IB : No device found.\n"
 
@@ -207,7 +208,7 @@ def _limited_bundle(tmp_path: Path) -> Path:
 def _check_limited(ev: pipeline.Evidence) -> None:
     got = {f.path: f for f in ev.files}
     stuck = got["a-stuck.log"]
-    assert stuck.records == 0 and stuck.problem == pipeline.time_limit_note(0.3)
+    assert stuck.records == 0 and stuck.problem == parse.time_limit_note(0.3)
     assert "per-file time limit (0.3 s, --max-file-seconds)" in stuck.problem
     assert got["b-good.log"].records > 0 and got["b-good.log"].problem is None
     assert [f.summary for f in ev.findings if f.kind == "file_problem"] == [f"a-stuck.log: {stuck.problem}"]
@@ -257,7 +258,8 @@ def test_a_sniffer_past_the_time_limit_is_stopped(tmp_path: Path, monkeypatch: p
 def test_the_forked_child_stops_its_own_parse_at_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The second core's child enforces the limit on what it parses (it is forked with the same limits): its
     Evidence of a stuck bulk dump says so, and this process does not parse it again."""
-    from diagnose import forked
+    from diagnose.runtime import forked
+    from diagnose.runtime.spill import SpillDir
 
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
         pytest.skip("no fork or one core")
@@ -267,10 +269,10 @@ def test_the_forked_child_stops_its_own_parse_at_the_limit(tmp_path: Path, monke
         "BLOCK" if b"BLOCK" in bytes(data[:200]) else data, *a))
     dump = (Path(__file__).parent / "data/perfquery/perfquery_x_extended_0x7cfe9003009ce5b0.out").read_text()
     (tmp_path / "perfquery.out").write_text("# BLOCK\n" + dump * 40)
-    limits = LoadLimits(max_file_seconds=0.3, stream_bytes=16 * 1024, chunk_bytes=4096, parallel_min_bytes=1)
+    limits = LoadLimits(max_file_seconds=0.3, stream_bytes=16 * 1024, chunk_bytes=4096)
     files = load_inputs([tmp_path], limits)
-    spill = pipeline._SpillDir()
-    second = forked._ForkSecond.start(files, limits, spill)
+    spill = SpillDir()
+    second = forked.ForkSecond.start(files, limits, spill)
     try:
         assert second is not None and second.bulk == [0]
         part = second.result(0)  # this process claimed nothing: the child parsed it
@@ -278,7 +280,7 @@ def test_the_forked_child_stops_its_own_parse_at_the_limit(tmp_path: Path, monke
         if second is not None:
             second.close(kill=True)
         spill.close()
-    assert part is not None and [(f.records, f.problem) for f in part.files] == [(0, pipeline.time_limit_note(0.3))]
+    assert part is not None and [(f.records, f.problem) for f in part.files] == [(0, parse.time_limit_note(0.3))]
 
 
 def test_call_limited_returns_raises_and_leaves_nothing_armed() -> None:
@@ -333,17 +335,17 @@ def test_an_unreadable_subfolder_is_listed(tmp_path: Path, monkeypatch: pytest.M
 
 _TERM_SCRIPT = """
 import sys, time
-from diagnose import pooled, forked, pipeline
+from diagnose.runtime import parallel
+from diagnose.runtime.spill import SpillDir
 marker = sys.argv[1]
 
-def stuck(files, *a, **k):  # both lanes: the spill folder made, then stuck until the signal
-    spill = a[-1] if isinstance(a[-1], pipeline._SpillDir) else k.get('spill') or pipeline._SpillDir()
-    spill.get()
+def stuck(files, *a, **k):  # the parse of a small bundle: the spill folder made, then stuck until the signal
+    next(x for x in a if isinstance(x, SpillDir)).get()
     open(marker, 'w').close()
     while True:
         time.sleep(0.05)
 
-pooled._parse_pooled = stuck
+parallel.parse_pooled = stuck
 from diagnose.interfaces.cli import main
 sys.argv = ['diagnose', 'triage', sys.argv[2]]
 main()

@@ -1,6 +1,5 @@
-"""The import graph of ``diagnose/``: no module imports another's private (``_name``) names, and no import cycle but
-the runtime's two, named below so that a new one fails here and so does their removal (the runtime split of the
-one-readable-path issue takes them out: then the list goes)."""
+"""The import graph of ``diagnose/``: no module imports another's private (``_name``) names, no import cycle, and the
+stages never import the runtime (processes, forks and the collector are the executor's: ``diagnose.runtime``)."""
 
 from __future__ import annotations
 
@@ -10,8 +9,6 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1]
-# pipeline calls the parallel parse (forked, pooled), which calls the pipeline's stages back: one seam to cut
-KNOWN_CYCLES = {frozenset({"diagnose.pipeline", "diagnose.forked"}), frozenset({"diagnose.pipeline", "diagnose.pooled"})}
 
 
 def _modules() -> dict[str, Path]:
@@ -37,12 +34,15 @@ def test_no_module_imports_another_modules_private_names() -> None:
     assert found == []
 
 
-def test_the_module_level_import_graph_has_no_cycle_but_the_runtimes() -> None:
+def _graph(everywhere: bool = False) -> nx.DiGraph:
+    """Module -> the modules it imports (``everywhere``: imports inside functions too, not only those that importing
+    the module runs)."""
     mods = _modules()
     graph = nx.DiGraph()
     for name, py in mods.items():
         graph.add_node(name)
-        for node in ast.parse(py.read_text()).body:  # what importing the module runs (not imports inside functions)
+        tree = ast.parse(py.read_text())
+        for node in (ast.walk(tree) if everywhere else tree.body):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -51,5 +51,26 @@ def test_the_module_level_import_graph_has_no_cycle_but_the_runtimes() -> None:
             else:
                 continue
             graph.add_edges_from((name, t) for t in targets if t in mods and t != name)
-    cycles = {frozenset(c) for c in nx.simple_cycles(graph)}
-    assert cycles == KNOWN_CYCLES
+    return graph
+
+
+def test_the_module_level_import_graph_has_no_cycle() -> None:
+    assert [sorted(c) for c in nx.simple_cycles(_graph())] == []
+
+
+def test_the_stages_never_reach_the_runtime() -> None:
+    """What a stage imports (at any depth, inside functions too) holds no process, fork or spill code: whichever
+    executor calls a stage, the stage is the same."""
+    graph = _graph(everywhere=True)
+    for stage in ("diagnose.stages.parse", "diagnose.stages.find"):
+        reached = nx.descendants(graph, stage)
+        assert not {m for m in reached if m.startswith("diagnose.runtime") or m == "diagnose.pipeline"}, stage
+
+
+def test_the_pipeline_holds_no_process_pipe_fork_or_collector_code() -> None:
+    tree = ast.parse((ROOT / "diagnose/pipeline.py").read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not imported & {"gc", "multiprocessing", "threading", "signal", "mmap", "select", "concurrent", "atexit"}
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert not {c for c in calls if c.startswith(("os.", "gc.", "_"))}, calls

@@ -7,7 +7,7 @@ from pathlib import Path
 from diagnose import pipeline
 from diagnose.bundle import LoadLimits
 
-SERIAL = LoadLimits(fabric_lane_min_rows=0)
+SERIAL = LoadLimits()  # (the library default: one process)
 SW = "Switch: 0x{g} MF0;{n}:MQM8700/U1:\n"
 UP = "      {lid:6d} {p:4d}[  ] ==({w:>3s} {s:>18s} Active/  LinkUp)==>  {rl:6d} {rp:4d}[  ] \"{rd}\" ({hint})\n"
 CA = "CA: {h} mlx5_0:\n      0x{g} {lid:6d}    1[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>  {rl:6d} {rp:4d}[  ] \"{rd}\" ( )\n"

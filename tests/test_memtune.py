@@ -9,7 +9,7 @@ import resource
 import numpy as np
 import pytest
 
-from diagnose import memtune
+from diagnose.runtime import memtune
 
 
 def _in_child(check: object) -> bytes:
@@ -58,7 +58,7 @@ def test_the_tuned_process_gets_no_huge_pages_and_others_keep_theirs() -> None:
 _FAULTS = """
 import resource, sys
 import numpy as np
-from diagnose import memtune
+from diagnose.runtime import memtune
 
 def faults():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

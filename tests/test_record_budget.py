@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from diagnose import pipeline, pooled
+from diagnose import pipeline
 from diagnose.budget import Held, RecordBudget, record_bytes
 from diagnose.bundle import LoadLimits
 from diagnose.bundle.hostile import NCCL, _log_block
 from diagnose.models.records import ColumnBatch
 from diagnose.parsers import nccl_log
+from diagnose.runtime import ParallelExecutor, Stages, pooled
+from diagnose.stages.parse import load
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -59,10 +61,10 @@ def test_held_fits_until_its_limit_and_no_limit_is_none() -> None:
 def test_past_the_budget_the_file_that_passed_it_and_the_later_ones_are_listed_and_the_rest_diagnosed(
         tmp_path: Path) -> None:
     _dense(tmp_path / "b", 6, 200_000)
-    whole = pipeline.gather([tmp_path / "b"], limits=LoadLimits(parallel_min_bytes=0))
+    whole = pipeline.gather([tmp_path / "b"], limits=LoadLimits())
     assert not _budget_notes(whole)
     per_file = whole.record_bytes // 6
-    ev = pipeline.gather([tmp_path / "b"], limits=LoadLimits(parallel_min_bytes=0, max_record_bytes=int(per_file * 3.5)))
+    ev = pipeline.gather([tmp_path / "b"], limits=LoadLimits(max_record_bytes=int(per_file * 3.5)))
     assert _budget_notes(ev) == ["rank03.log", "rank04.log", "rank05.log"]
     kept = {f.path: f.records for f in ev.files}
     assert kept["rank00.log"] == kept["rank02.log"] > 0 and kept["rank03.log"] == 0
@@ -78,7 +80,7 @@ def test_a_file_streamed_from_disk_is_stopped_mid_file_by_the_budget(tmp_path: P
     d = tmp_path / "b"
     d.mkdir()
     (d / "big.log").write_bytes(_log_block(600_000))  # streamed: past stream_bytes, read chunk by chunk
-    limits = LoadLimits(parallel_min_bytes=0, max_record_bytes=256 * 1024, **SMALL)
+    limits = LoadLimits(max_record_bytes=256 * 1024, **SMALL)
     ev = pipeline.gather([d], limits=limits)
     (f,) = ev.files
     assert f.records == 0 and "record budget" in (f.problem or "") and ev.record_bytes == 0
@@ -97,20 +99,20 @@ def _files(ev: pipeline.Evidence) -> list[tuple[str, int, str | None]]:
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked child", "fork server pool"])
-def test_which_files_pass_the_budget_does_not_depend_on_a_second_process(tmp_path: Path, monkeypatch, fork: bool
-                                                                        ) -> None:
+def test_which_files_pass_the_budget_does_not_depend_on_a_second_process(tmp_path: Path, fork: bool) -> None:
     b = _fabric_bundle(tmp_path)
-    whole = pipeline.gather([b], limits=LoadLimits(parallel_min_bytes=0, **SMALL))
+    whole = pipeline.gather([b], limits=LoadLimits(**SMALL))
     limit = int(whole.record_bytes * 0.7)
-    serial = pipeline.gather([b], limits=LoadLimits(parallel_min_bytes=0, max_record_bytes=limit, **SMALL))
+    serial = pipeline.gather([b], limits=LoadLimits(max_record_bytes=limit, **SMALL))
     assert _budget_notes(serial)  # the budget binds
-    if not fork:
-        monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
     loads = []
-    real = pipeline.load_inputs
-    monkeypatch.setattr(pipeline, "load_inputs", lambda *a: loads.append(1) or real(*a))
-    parallel = pipeline.gather([b], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1,
-                                                      max_record_bytes=limit, **SMALL))
+
+    def counted(*a: Any) -> Any:
+        loads.append(1)
+        return load(*a)
+
+    two = ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=fork, stages=Stages(load=counted))
+    parallel = pipeline.gather([b], limits=LoadLimits(max_record_bytes=limit, **SMALL), executor=two)
     assert len(loads) == 2  # parsed in two processes, found past the budget, parsed again in path order
     assert _files(parallel) == _files(serial)
     assert [f.model_dump_json() for f in parallel.findings] == [f.model_dump_json() for f in serial.findings]
@@ -130,8 +132,8 @@ class _Over:
 
 def test_a_budget_passed_in_the_second_process_loses_nothing_within_it(tmp_path: Path, monkeypatch) -> None:
     b = _fabric_bundle(tmp_path)
-    serial = pipeline.gather([b], limits=LoadLimits(parallel_min_bytes=0, **SMALL))
-    monkeypatch.setattr(pooled, "_second_core", _Over)
-    monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
-    over = pipeline.gather([b], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **SMALL))
+    serial = pipeline.gather([b], limits=LoadLimits(**SMALL))
+    monkeypatch.setattr(pooled, "second_core", _Over)
+    over = pipeline.gather([b], limits=LoadLimits(**SMALL),
+                           executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=False))
     assert _files(over) == _files(serial)  # parsed here instead, where the whole bundle is counted

@@ -10,17 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diagnose import pipeline
 from diagnose.bundle import LoadLimits, load_inputs
 from diagnose.models.records import ColumnBatch, Record, _remake
+from diagnose.stages import parse
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _records() -> list[Record]:
-    limits, ev = LoadLimits(), pipeline.Evidence()
+    limits, ev = LoadLimits(), parse.Evidence()
     for bf in load_inputs([FIXTURES], limits):
-        pipeline._parse_file(bf, ev, limits)
+        parse.parse_file(bf, ev, limits)
     return ev.records
 
 

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from diagnose import pipeline, pooled
+from diagnose import pipeline
 from diagnose.bundle import LoadLimits, load_inputs, loader
 from diagnose.models.records import ColumnBatch, positional_maker
 from diagnose.parsers import _ib, dmesg, ibstat
+from diagnose.runtime import ParallelExecutor, pooled
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -295,33 +296,29 @@ def _result(ev: pipeline.Evidence) -> tuple[Any, ...]:
 def test_small_files_handed_to_an_idle_second_process_merge_in_file_order(tmp_path: Path, monkeypatch) -> None:
     bundle = _bundle(tmp_path, 40)
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)  # the counter dumps count as large, not the rest
-    serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
+    serial = pipeline.gather([bundle], limits=LoadLimits(**small))
     handed: list[int] = []
-    real = pooled._hand_over
+    real = pooled.hand_batch
 
     def spy(pool, files, picked, *rest):  # type: ignore[no-untyped-def]
         handed.extend(picked)
         return real(pool, files, picked, *rest)
 
-    monkeypatch.setattr(pipeline, "_HAND_OVER", 8)
-    monkeypatch.setattr(pooled, "_hand_over", spy)
-    monkeypatch.setattr(pooled, "_second_core", _Inline)
-    monkeypatch.setattr(pipeline, "_can_fork", lambda: False)  # the fork server's pool, as from a service thread
-    inline = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small))
+    monkeypatch.setattr(pooled, "hand_batch", spy)
+    monkeypatch.setattr(pooled, "second_core", _Inline)
+    pool = ParallelExecutor(min_bytes=1, pool_min_bytes=1, hand_over=8, fork=False)  # as from a service thread
+    inline = pipeline.gather([bundle], limits=LoadLimits(**small), executor=pool)
     assert len(handed) >= 40  # most small files went to the stand-in
     assert _result(inline) == _result(serial)
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked child", "fork server pool"])
-def test_small_files_with_a_real_second_process_give_the_same_result(tmp_path: Path, monkeypatch, fork: bool
-                                                                      ) -> None:
+def test_small_files_with_a_real_second_process_give_the_same_result(tmp_path: Path, fork: bool) -> None:
     bundle = _bundle(tmp_path, 24)
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
-    monkeypatch.setattr(pipeline, "_HAND_OVER", 4)
-    if not fork:
-        monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
-    serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
-    parallel = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small))
+    serial = pipeline.gather([bundle], limits=LoadLimits(**small))
+    two = ParallelExecutor(min_bytes=1, pool_min_bytes=1, hand_over=4, fork=fork)
+    parallel = pipeline.gather([bundle], limits=LoadLimits(**small), executor=two)
     assert _result(parallel) == _result(serial)
 
 
@@ -338,10 +335,10 @@ class _Refusing:
 def test_a_second_process_that_cannot_start_loses_no_evidence(tmp_path: Path, monkeypatch) -> None:
     bundle = _bundle(tmp_path, 6)
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
-    serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
-    monkeypatch.setattr(pooled, "_second_core", _Refusing)
-    monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
-    refused = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small))
+    serial = pipeline.gather([bundle], limits=LoadLimits(**small))
+    monkeypatch.setattr(pooled, "second_core", _Refusing)
+    refused = pipeline.gather([bundle], limits=LoadLimits(**small),
+                              executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=False))
     assert _result(refused) == _result(serial)  # the dumps it was to take were parsed here instead
     assert any(f.format == "perfquery" and f.records for f in refused.files)
 
@@ -352,11 +349,12 @@ def test_the_fork_server_pool_waits_for_more_bytes_than_a_fork(tmp_path: Path, m
     bundle = _bundle(tmp_path, 4)
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
     started: list[bool] = []
-    monkeypatch.setattr(pooled, "_second_core", lambda: started.append(True))
-    monkeypatch.setattr(pipeline, "_can_fork", lambda: False)
-    serial = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=0, **small))
-    below = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1 << 40, **small))
+    monkeypatch.setattr(pooled, "second_core", lambda: started.append(True))
+    serial = pipeline.gather([bundle], limits=LoadLimits(**small))
+    below = pipeline.gather([bundle], limits=LoadLimits(**small),
+                            executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1 << 40, fork=False))
     assert started == [] and _result(below) == _result(serial)
     # with enough bytes the pool is asked for (this stand-in gives none: parsed here all the same)
-    enough = pipeline.gather([bundle], limits=LoadLimits(parallel_min_bytes=1, pool_min_bytes=1, **small))
+    enough = pipeline.gather([bundle], limits=LoadLimits(**small),
+                             executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=False))
     assert started == [True] and _result(enough) == _result(serial)

@@ -52,14 +52,6 @@ class LoadLimits:
     # records are ~390 MiB by this estimate; their frames and the extractors' work about double it.
     max_record_bytes: int = 512 * 1024 * 1024
     max_bulk_bytes: int = 2 * 1024 * 1024 * 1024  # bulk counter dumps are read whole up to this size
-    # bulk dumps this large together are parsed on a second core (0: never): a fork costs ~10 ms, and the two
-    # dumps of a 512-host fabric (54 MB) take 0.3 s of a 1.2 s triage
-    parallel_min_bytes: int = 32 * 1024 * 1024
-    # the same through the fork-server pool (when the caller runs threads: the service), whose first start takes
-    # ~1 s (the server imports the pipeline): never below parallel_min_bytes
-    pool_min_bytes: int = 96 * 1024 * 1024
-    # counter and topology rows from which the fabric extractors run in a forked second process (0: never)
-    fabric_lane_min_rows: int = 40_000
     # wall time for sniffing and parsing one file (0: no limit): past it the file's records are dropped and it is
     # listed with the limit it hit, the rest of the bundle still diagnosed (see diagnose.bundle.timelimit)
     max_file_seconds: float = 60.0
@@ -73,7 +65,7 @@ class BundleFile:
     host_hint: str | None = None
     data: bytes | None = None  # raw bytes of a binary file, for parsers of binary formats (BINARY = True)
     stream: StreamSource | None = None  # set for large files: ``text`` is then only the head
-    sniffed: Any = field(default=None, compare=False, repr=False)  # its formats, once asked (pipeline._sniff)
+    sniffed: Any = field(default=None, compare=False, repr=False)  # its formats, once asked (stages.parse.sniff)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,11 @@ class Context:
             self._counters = build_counter_table(self.frames)
         return self._counters  # type: ignore[return-value]
 
+    def use_counters(self, table: CounterTable) -> None:
+        """Read ``table`` as the counter table: built elsewhere from this run's counter rows (a forked process
+        builds it while this one finishes the parse, see :mod:`diagnose.runtime.forked`)."""
+        self._counters = table
+
     @property
     def messages(self) -> pd.DataFrame:
         if self._messages is None:

@@ -211,6 +211,7 @@ def triage(
     """Rank the likely root causes in a bundle, with evidence and playbooks.
 
     Exit codes: 0 ran; 2 usage error or nothing in the input recognised (no symptom given); 3 --fail-on matched."""
+    from diagnose.pipeline import ParallelExecutor
     from diagnose.pipeline import triage as run
     from diagnose.render import render_json, render_markdown, render_text
 
@@ -224,9 +225,9 @@ def triage(
     try:
         if prog:
             with prog:
-                d = run(paths, symptom, catalog=cat, limits=limits, progress=cb)
+                d = run(paths, symptom, catalog=cat, limits=limits, progress=cb, executor=ParallelExecutor())
         else:
-            d = run(paths, symptom, catalog=cat, limits=limits)
+            d = run(paths, symptom, catalog=cat, limits=limits, executor=ParallelExecutor())
     except BundleError as exc:
         _fail(str(exc))
         return
@@ -438,11 +439,11 @@ def evidence(
     max_records_mib: Annotated[int | None, typer.Option(help=_MAX_RECORDS_HELP, show_default=False)] = None,
 ) -> None:
     """Show what was recognised in each file and the findings extracted from it."""
-    from diagnose.pipeline import gather
+    from diagnose.pipeline import ParallelExecutor, gather
 
     limits = LoadLimits(max_file_seconds=_seconds_limit(max_file_seconds), **_records_limit(max_records_mib))
     try:
-        ev = gather(paths, limits=limits)
+        ev = gather(paths, limits=limits, executor=ParallelExecutor())
     except BundleError as exc:
         _fail(str(exc))
         return
@@ -493,11 +494,11 @@ def topology(
     import networkx as nx
 
     from diagnose.evidence.frames import build_frames
-    from diagnose.pipeline import gather
+    from diagnose.pipeline import ParallelExecutor, gather
     from diagnose.topology import build_fabric
 
     try:
-        ev = gather(paths)
+        ev = gather(paths, executor=ParallelExecutor())
     except BundleError as exc:
         _fail(str(exc))
         return

@@ -126,11 +126,12 @@ def triage_incident(paths: Sequence[Path], symptom: str, symptom_source: str, ca
     """:func:`diagnose.pipeline.triage` on the evidence, or on the symptom text alone when there is none or
     none of it is usable (an alert with no bundle still deserves the diagnosis its text supports)."""
     from diagnose.bundle import BundleError
-    from diagnose.pipeline import triage
+    from diagnose.pipeline import ParallelExecutor, triage
 
     if paths:
         try:
-            return triage([str(p) for p in paths], symptom, symptom_source=symptom_source, catalog=catalog)
+            return triage([str(p) for p in paths], symptom, symptom_source=symptom_source, catalog=catalog,
+                          executor=ParallelExecutor())
         except BundleError as exc:
             log.warning("evidence_unusable", error=str(exc))
     return triage([], symptom, symptom_source=symptom_source, catalog=catalog)

@@ -32,7 +32,7 @@ FABRIC_LANE_READS = frozenset({
 
 def extractor(fn: Extractor | None = None, *, fabric: bool = False) -> Any:
     """Register ``fn``. ``fabric=True`` marks an extractor that reads ``ctx.counters`` or ``ctx.fabric``: on a large
-    bundle those run together in a second process while this one runs the others (see pipeline.run_extractors),
+    bundle those run together in a second process while this one runs the others (see diagnose.runtime.parallel),
     so the table and the graph are built there only."""
 
     def register(f: Extractor) -> Extractor:

@@ -1,14 +1,15 @@
 """The forked parse child of a large triage: the second core's share of the evidence.
 
-After listing the bundle, :func:`diagnose.pipeline.gather` forks a child (:class:`_ForkSecond`) that parses the large
-files claimed through a shared byte per file (:class:`_Claims`), takes batches of small files when idle, keeps the
-fabric tables' rows it parsed, builds their frames and counter table (:class:`_Ready`) and runs the fabric
-extractors on them (:func:`_serve_lane`); :func:`_parse_forked` is this process's side of the parse. The protocol
+After listing the bundle, :class:`diagnose.runtime.parallel.ParallelExecutor` forks a child (:class:`ForkSecond`) that parses the large
+files claimed through a shared byte per file (:class:`Claims`), takes batches of small files when idle, keeps the
+fabric tables' rows it parsed, builds their frames and counter table (:class:`Ready`) and runs the fabric
+extractors on them (:func:`serve_lane`); :func:`parse_forked` is this process's side of the parse. The protocol
 is lines on two pipes (``take``, ``parsed``, ``lane`` one way; ``index path``, ``spec``, ``lane`` the other), results
 in pickles in the spill folder.
 
-The parsing, pickling and extraction helpers are the pipeline's, looked up through that module when called
-(``_pl.name``): one definition, and one place to replace them in tests, for both processes.
+The stage functions both processes call are the executor's :class:`~diagnose.runtime.serial.Stages` (the child
+inherits them): one definition, and one place to put a fault in tests, for both processes. :class:`Lane` is the
+plain fork of the fabric extractors (the child that parsed nothing), :func:`can_fork` says when a fork is safe.
 """
 
 from __future__ import annotations
@@ -24,19 +25,23 @@ from typing import Any
 
 import structlog
 
-from diagnose import gcpause, memtune
-from diagnose import pipeline as _pl
+from diagnose import gcpause
 from diagnose.budget import RecordBudget
 from diagnose.bundle import BundleFile, LoadLimits
 from diagnose.evidence.context import Context
-from diagnose.evidence.extractors import FABRIC_TABLES
-from diagnose.models.diagnosis import Finding
+from diagnose.evidence.extractors import FABRIC_LANE, FABRIC_TABLES
 from diagnose.models.records import Record
+from diagnose.runtime import memtune
+from diagnose.runtime.plan import file_cost, parse_here, plan
+from diagnose.runtime.serial import Stages
+from diagnose.runtime.spill import SpillDir, leave, peak_mib, take_back
+from diagnose.stages.find import Extractor, Outcomes, owned, table_of
+from diagnose.stages.parse import Evidence, Progress, taken
 
 log = structlog.get_logger("diagnose.pipeline")
 
 
-class _ForkSecond:
+class ForkSecond:
     """A forked child that parses files of the bundle by index (in the list it was forked with: the bundle as
     listed, its large files' heads read, see :meth:`adopt`), leaving each file's Evidence in a pickle in the spill
     folder and reporting ``index path`` lines on a pipe (``index -`` when it could not).
@@ -48,9 +53,10 @@ class _ForkSecond:
     module already imported and starts in milliseconds, where a fork server first imports the pipeline (~1.5 s
     measured at 4,096 hosts while this process parses)."""
 
-    def __init__(self, pid: int, jobs: int, results: int, files: list[BundleFile], bulk: list[int], claims: _Claims,
-                 costs: dict[int, float], own_fabric: bool, where: str) -> None:
+    def __init__(self, pid: int, jobs: int, results: int, files: list[BundleFile], bulk: list[int], claims: Claims,
+                 costs: dict[int, float], own_fabric: bool, where: str, st: Stages | None = None) -> None:
         self.pid = pid
+        self.st = st or Stages()  # the stage functions both processes call
         self.files = files  # what the child was forked with (see adopt)
         self.where = where  # the spill folder: batches of small files go through it
         self.costs = costs  # estimated seconds per bulk file
@@ -61,23 +67,23 @@ class _ForkSecond:
         self.sent: dict[int, float] = {}  # small files sent, with their estimated cost
         self.unanswered = 0  # how many of those the child has not reported yet
         self.done: dict[int, tuple[str, int] | None] = {}  # file -> (pickle, place in it); None: not parsed there
-        self.loaded: dict[str, list[_pl.Evidence] | None] = {}
+        self.loaded: dict[str, list[Evidence] | None] = {}
         self.eof = False
         self._buf = b""
         self.own_fabric = own_fabric  # the child keeps the fabric tables' records and runs the fabric extractors
         self.lane: str | None = None  # where the child left the fabric extractors' results ("-": it could not)
-        self.building = False  # the child is building its frames early (see _serve)
+        self.building = False  # the child is building its frames early (see serve)
 
     @classmethod
-    def start(cls, files: list[BundleFile], limits: LoadLimits, spill: _pl._SpillDir, own_fabric: bool = False
-              ) -> _ForkSecond | None:
-        """Fork the child on ``files``, its bulk files planned (:func:`_plan`) here first, so that it inherits the
-        plan and the sniffed formats."""
+    def start(cls, files: list[BundleFile], limits: LoadLimits, spill: SpillDir, own_fabric: bool = False,
+              st: Stages | None = None, min_bytes: int = 1) -> ForkSecond | None:
+        """Fork the child on ``files``, its bulk files (together at least ``min_bytes``) planned (:func:`plan`)
+        here first, so that it inherits the plan and the sniffed formats; it calls the stages ``st``."""
         where = spill.get()
         if where is None:
             return None
-        bulk, costs = _pl._plan(files, limits)  # before the fork: the child inherits the sniffed formats
-        claims = _Claims(len(bulk))
+        bulk, costs = plan(files, limits, min_bytes)  # before the fork: the child inherits the sniffed formats
+        claims = Claims(len(bulk))
         jr, jw = os.pipe()
         rr, rw = os.pipe()
         try:
@@ -92,7 +98,7 @@ class _ForkSecond:
             try:
                 os.close(jw)
                 os.close(rr)
-                _serve(files, limits, claims, where, jr, rw, own_fabric, bulk)
+                serve(files, limits, claims, where, jr, rw, own_fabric, bulk, st or Stages())
                 code = 0
             finally:
                 # the parent reads the results pipe to its end before it goes on: closed here, its end comes now,
@@ -103,7 +109,7 @@ class _ForkSecond:
                     os._exit(code)
         os.close(jr)
         os.close(rw)
-        return cls(pid, jw, rr, files, bulk, claims, costs, own_fabric, where)
+        return cls(pid, jw, rr, files, bulk, claims, costs, own_fabric, where, st or Stages())
 
     def adopt(self, files: list[BundleFile]) -> bool:
         """Take ``files`` (what :func:`load_inputs` gave) for the ones the child was forked with (those of
@@ -160,7 +166,7 @@ class _ForkSecond:
     def send(self, batch: list[int], costs: list[float]) -> bool:
         """Hand the small files ``batch`` to the child (left in a pickle: it may not have read them itself)."""
         try:
-            path = _pl._leave([self.files[i] for i in batch], self.where)
+            path = leave([self.files[i] for i in batch], self.where)
         except Exception:  # noqa: BLE001 - no room: parsed here
             return False
         try:
@@ -172,7 +178,7 @@ class _ForkSecond:
         self.unanswered += len(batch)
         return True
 
-    def result(self, i: int) -> _pl.Evidence | None:
+    def result(self, i: int) -> Evidence | None:
         """The child's Evidence of file ``i``; None if it could not parse it (then it is parsed here)."""
         while i not in self.done and not self.eof:
             self._pump(block=True)
@@ -182,7 +188,7 @@ class _ForkSecond:
         path, pos = got
         if path not in self.loaded:
             try:
-                self.loaded[path] = _pl._take_back(path)
+                self.loaded[path] = take_back(path)
             except Exception as exc:  # noqa: BLE001 - a result that cannot be read is parsed again here
                 log.warning("parallel_parse_failed", file=i, error=repr(exc))
                 self.loaded[path] = None
@@ -199,23 +205,23 @@ class _ForkSecond:
 
     def ask_lane(self, sent: dict[int, list[Record]], shared: dict[str, Any], formats: set[str], where: str
                  ) -> bool:
-        """Ask the child for the fabric extractors' findings (see :func:`_serve_lane`)."""
+        """Ask the child for the fabric extractors' findings (see :func:`serve_lane`)."""
         try:
-            path = _pl._leave((sent, shared, formats), where)
+            path = leave((sent, shared, formats), where)
             os.write(self.jobs, f"lane {path}\n".encode())
         except Exception as exc:  # noqa: BLE001
             log.warning("fabric_lane_failed", error=repr(exc))
             return False
         return True
 
-    def lane_result(self) -> tuple[dict[str, tuple[list[Finding], str | None]], float] | None:
+    def lane_result(self) -> tuple[Outcomes, float] | None:
         """The child's fabric findings (and its private MiB), or None if it could not give them."""
         while self.lane is None and not self.eof:
             self._pump(block=True)
         if self.lane in (None, "-"):
             return None
         try:
-            return _pl._take_back(self.lane)  # type: ignore[no-any-return]
+            return take_back(self.lane)  # type: ignore[no-any-return]
         except Exception as exc:  # noqa: BLE001
             log.warning("fabric_lane_failed", error=repr(exc))
             return None
@@ -242,7 +248,7 @@ class _ForkSecond:
             if batch == "lane":
                 self.lane = path
                 continue
-            if batch == "spec":  # building its frames early (see _serve): not idle meanwhile
+            if batch == "spec":  # building its frames early (see serve): not idle meanwhile
                 self.building = path == "1"
                 continue
             for pos, i in enumerate(map(int, batch.split(","))):
@@ -273,23 +279,23 @@ class _ForkSecond:
             os.close(self.results)
         except OSError:
             pass
-        _reap(self.pid)
+        reap(self.pid)
         self.claims.close()
 
 
-def _reap(pid: int) -> None:
+def reap(pid: int) -> None:
     """Reap the child ``pid``, which has closed its pipes and is leaving: at once if it is gone, else from a thread
     that waits for it (the kernel tearing down a child's memory takes as long as this process's next steps), or
     here if no thread can be started."""
-    if _gone(pid):
+    if gone(pid):
         return
     try:
-        _Reaper(pid).start()
+        Reaper(pid).start()
     except RuntimeError:  # no thread to be had (a process or memory limit)
         _wait(pid)
 
 
-def _gone(pid: int) -> bool:
+def gone(pid: int) -> bool:
     try:
         return os.waitpid(pid, os.WNOHANG)[0] == pid
     except ChildProcessError:
@@ -303,7 +309,7 @@ def _wait(pid: int) -> None:
         pass
 
 
-class _Reaper(threading.Thread):
+class Reaper(threading.Thread):
     """Waits for one leaving child (see :func:`join_reapers`)."""
 
     def __init__(self, pid: int) -> None:
@@ -315,14 +321,78 @@ class _Reaper(threading.Thread):
 
 
 def join_reapers() -> None:
-    """Wait until the children left to :class:`_Reaper` threads are reaped (each thread ends with its child's exit),
+    """Wait until the children left to :class:`Reaper` threads are reaped (each thread ends with its child's exit),
     so that a fork after it forks a process with one thread."""
     for t in threading.enumerate():
-        if isinstance(t, _Reaper):
+        if isinstance(t, Reaper):
             t.join()
 
 
-class _Claims:
+def can_fork() -> bool:
+    """Whether a child may be forked here: a POSIX process with no thread but this one (a fork copies only the
+    calling thread; a lock another thread holds, such as a stream's, would stay held in the child forever). The
+    threads reaping earlier children are waited for first: each ends when the kernel has freed its child (a triage
+    right after another waits up to ~0.1 s for that)."""
+    join_reapers()
+    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
+
+
+@dataclass
+class Lane:
+    """Fabric extractors running in a forked child (:func:`fork_lane`), whose results land in ``path``."""
+
+    pid: int
+    path: str
+    todo: list[tuple[str, Extractor]]
+    st: Stages
+
+    def collect(self, ctx: Context) -> tuple[Outcomes, float]:
+        """The child's results (and its peak memory in MiB); the extractors run here if it failed."""
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError(f"fabric lane exited with status {os.waitstatus_to_exitcode(status)}")
+            out, mib = take_back(self.path)
+            if set(out) != {n for n, _ in self.todo}:
+                raise RuntimeError("fabric lane returned another set of extractors")
+            return out, mib
+        except Exception as exc:  # noqa: BLE001 - a lost child costs time, never findings (the spill folder
+            log.warning("fabric_lane_failed", error=repr(exc))  # goes with what it may hold)
+            return self.st.run_some(ctx, self.todo), 0.0
+
+
+def fork_lane(ctx: Context, todo: list[tuple[str, Extractor]], spill: SpillDir, st: Stages) -> Lane | None:
+    """Fork a child that runs ``todo`` on the same (copy-on-write) frames and leaves its findings in a file (the
+    caller has checked that it may fork, :func:`can_fork`). The child never logs and leaves by ``os._exit``."""
+    where = spill.get()
+    if where is None:
+        return None
+    import tempfile
+
+    try:
+        fd, path = tempfile.mkstemp(dir=where, suffix=".pickle")
+    except OSError as exc:  # no room for its result: the extractors run here
+        log.warning("fabric_lane_unavailable", error=repr(exc))
+        return None
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(fd)
+        log.warning("fabric_lane_unavailable", error=repr(exc))
+        return None
+    if pid == 0:  # the child
+        code = 1
+        try:
+            os.close(fd)
+            leave((st.run_some(ctx, todo), peak_mib()), where, path)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(fd)
+    return Lane(pid, path, todo, st)
+
+
+class Claims:
     """Who parses each bulk file, shared by this process and its forked child: a byte per file (0 free, 1 the
     child, 2 this process) and the time it was taken (the child's progress, for this process's estimates), in an
     anonymous shared map, set under a lock that both inherit."""
@@ -359,33 +429,33 @@ class _Claims:
         self.map.close()
 
 
-def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: str, jobs_fd: int,
-           results_fd: int, own_fabric: bool, bulk: list[int]) -> None:
+def serve(files: list[BundleFile], limits: LoadLimits, claims: Claims, where: str, jobs_fd: int,
+          results_fd: int, own_fabric: bool, bulk: list[int], st: Stages) -> None:
     """The child's loop: the bulk files (``files[i]`` for ``i`` in ``bulk``) it can claim, front first, then the
     batches of small files sent (``take I,J... PATH``: the files, pickled) until the pipe closes. Each file or
     batch is left in one pickle (a list of Evidence, one per file) and reported on one line.
 
     ``own_fabric``: the records of the fabric tables stay here (never pickled); a ``lane PATH`` line then asks for
-    the fabric extractors' findings, run here on them (see :func:`_serve_lane`)."""
+    the fabric extractors' findings, run here on them (see :func:`serve_lane`)."""
 
     gc.freeze()
     collecting = gcpause.collecting()  # whether the collector ran before the parent's pauses (it is off now)
     gcpause.forget_holds()
-    memtune.tune_child()  # no huge pages, freed columns reused: this process only (see diagnose.memtune)
+    memtune.tune_child()  # no huge pages, freed columns reused: this process only (see diagnose.runtime.memtune)
     kept: dict[int, list[Record]] = {}
-    early: _Ready | None = None  # built before this process said which fabric tables it has rows of
+    early: Ready | None = None  # built before this process said which fabric tables it has rows of
 
     def parse(batch: list[int]) -> None:
         nonlocal early
         parts = []
         try:
             for i in batch:
-                part = _pl.Evidence()
-                _pl._parse_file(files[i], part, limits, mapped=True)  # if a dump shrinks under it, this process dies
+                part = Evidence()
+                st.parse_file(files[i], part, limits, mapped=True)  # if a dump shrinks under it, this process dies
                 if own_fabric:
-                    owned, part.records = _pl._owned(part.records)
-                    if owned:
-                        kept[i] = owned
+                    mine, part.records = owned(part.records)
+                    if mine:
+                        kept[i] = mine
                         early = None  # rows it was not built with
                 parts.append(part)
         except RecordBudget:  # past this process's share of the budget: the parent parses them, and finds it spent
@@ -394,11 +464,11 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
                     early = None
             os.write(results_fd, f"{','.join(map(str, batch))} -\n".encode())
             return
-        mib = _pl._peak_mib()
+        mib = peak_mib()
         for part in parts:
             part.second_core_peak_mib = mib
         try:
-            path = _pl._leave(parts, where)
+            path = leave(parts, where)
         except Exception:  # noqa: BLE001 - no room, or a value that cannot be pickled: parsed again there
             path = "-"
         os.write(results_fd, f"{','.join(map(str, batch))} {path}\n".encode())
@@ -406,7 +476,7 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
     for k, i in enumerate(bulk):
         if claims.take(k, 1):
             parse([i])
-    ready: _Ready | None = None
+    ready: Ready | None = None
     told = False  # a `parsed` line came
 
     def build_early() -> None:
@@ -417,24 +487,24 @@ def _serve(files: list[BundleFile], limits: LoadLimits, claims: _Claims, where: 
         if told:
             return  # this process has said which tables it has: built then
         os.write(results_fd, b"spec 1\n")
-        early = _Ready.build(kept, frozenset(), prune=False)
+        early = Ready.build(kept, frozenset(), prune=False, frames_of=st.build_frames)
         os.write(results_fd, b"spec 0\n")
 
     wants_early = own_fabric and bool(kept) and all(claims.owner(k) == 1 for k in range(len(bulk)))
     for line in _lines(jobs_fd, build_early if wants_early else None):
         if line.startswith(b"lane "):
-            _serve_lane(kept, line[5:].strip().decode(), where, results_fd, ready, collecting)
+            serve_lane(kept, line[5:].strip().decode(), where, results_fd, ready, st, collecting)
         elif line.startswith(b"parsed"):
             told = True
             theirs = frozenset(t.decode() for t in line.split()[1:])
             ready = early.told(kept, theirs) if early is not None and early.fits(theirs) else \
-                _Ready.build(kept, theirs)
+                Ready.build(kept, theirs, frames_of=st.build_frames)
             early = None
         elif line.startswith(b"take "):
             _, ids, path = line.decode().split()
             batch = [int(i) for i in ids.split(",")]
             try:
-                handed = _pl._take_back(path)
+                handed = take_back(path)
             except Exception:  # noqa: BLE001 - not readable: parsed there
                 os.write(results_fd, f"{ids} -\n".encode())
                 continue
@@ -465,7 +535,7 @@ def _lines(fd: int, when_idle: Callable[[], None] | None, wait: float = 0.02) ->
 
 
 @dataclass
-class _Ready:
+class Ready:
     """What the child builds of its own fabric records while this process finishes its part (told by a ``parsed
     T...`` line which fabric tables ``T`` it has records of): the frames of the other fabric tables, and the
     counter table when this process has no counter rows. Each frame is built from one table's rows alone, so
@@ -476,13 +546,15 @@ class _Ready:
     counters: Any  # the counter table, or None
 
     @classmethod
-    def build(cls, kept: dict[int, list[Record]], theirs: frozenset[str], prune: bool = True) -> _Ready | None:
-        """``prune``: the rows now in the frames are dropped from ``kept`` (else :meth:`told` does it)."""
+    def build(cls, kept: dict[int, list[Record]], theirs: frozenset[str], prune: bool = True,
+              frames_of: Callable[[list[Record]], dict[str, Any]] | None = None) -> Ready | None:
+        """``prune``: the rows now in the frames are dropped from ``kept`` (else :meth:`told` does it);
+        ``frames_of``: the stage that builds frames (:attr:`Stages.build_frames`)."""
         from diagnose.evidence.counters import build_counter_table
 
         try:
-            mine = [r for i in sorted(kept) for r in kept[i] if _pl._table(r) not in theirs]
-            frames = _pl.build_frames(mine)
+            mine = [r for i in sorted(kept) for r in kept[i] if table_of(r) not in theirs]
+            frames = (frames_of or Stages().build_frames)(mine)
             counters = None if theirs & _COUNTER_TABLES else build_counter_table(frames)
         except Exception:  # noqa: BLE001 - built again with the rest
             return None
@@ -498,62 +570,61 @@ class _Ready:
         built if this process has counter rows."""
         return not theirs & set(self.frames) and not (self.counters is not None and theirs & _COUNTER_TABLES)
 
-    def told(self, kept: dict[int, list[Record]], theirs: frozenset[str]) -> _Ready:
+    def told(self, kept: dict[int, list[Record]], theirs: frozenset[str]) -> Ready:
         """This, for this process's fabric tables ``theirs`` (see :meth:`fits`); the kept rows now in the frames are
         dropped (the dumps' columns: ~230 MB)."""
         for i in list(kept):
-            kept[i] = [r for r in kept[i] if _pl._table(r) in theirs]
+            kept[i] = [r for r in kept[i] if table_of(r) in theirs]
         memtune.trim()  # the dumps' columns just dropped (glibc keeps a freed heap's pages otherwise)
-        return _Ready(theirs, self.frames, self.counters)
+        return Ready(theirs, self.frames, self.counters)
 
 
 _COUNTER_TABLES = frozenset({"PortCounter", "PortCounterWide"})
 
 
-def _serve_lane(kept: dict[int, list[Record]], request: str, where: str, results_fd: int, ready: _Ready | None,
-                collecting: bool = True) -> None:
+def serve_lane(kept: dict[int, list[Record]], request: str, where: str, results_fd: int, ready: Ready | None,
+               st: Stages, collecting: bool = True) -> None:
     """Run the fabric extractors in the child on the fabric tables' records it kept plus those this process sends
     (``request``: a pickle of (records by file, the other frames the extractors read, formats)), all in file order;
     their results are left in a pickle reported as ``lane PATH`` (``lane -`` when they could not be).
     ``collecting``: the collector ran before the parent paused it, and runs again for the extractors."""
-
-    from diagnose.evidence.extractors import FABRIC_LANE
-
     path = "-"
     try:
-        sent, shared, formats = _pl._take_back(request)
-        theirs = frozenset(_pl._table(r) for rs in sent.values() for r in rs)
+        sent, shared, formats = take_back(request)
+        theirs = frozenset(table_of(r) for rs in sent.values() for r in rs)
         if ready is None:
-            ready = _Ready(theirs=frozenset(FABRIC_TABLES), frames={}, counters=None)  # nothing built early
+            ready = Ready(theirs=frozenset(FABRIC_TABLES), frames={}, counters=None)  # nothing built early
         elif ready.theirs != theirs:  # rows this process parsed again after saying it was done: the kept rows
             raise RuntimeError("fabric rows changed after the parse")  # are gone; it runs the lane itself
         by_file = {**kept, **sent}
         frames = dict(ready.frames)
-        frames.update(_pl.build_frames([r for i in sorted(by_file) for r in by_file[i]
-                                        if _pl._table(r) in ready.theirs]))
+        frames.update(st.build_frames([r for i in sorted(by_file) for r in by_file[i]
+                                       if table_of(r) in ready.theirs]))
         frames.update(shared)
         ctx = Context(frames=frames, formats=formats)
         if ready.counters is not None:
-            ctx._counters = ready.counters
+            ctx.use_counters(ready.counters)
         gc.freeze()
         if collecting:  # (paused since the fork, as the parent pauses it while parsing)
             gc.enable()
-        out = _pl._run_some(ctx, [(n, f) for n, f in _pl.all_extractors() if n in FABRIC_LANE])
-        path = _pl._leave((out, _pl._peak_mib()), where)
+        out = st.run_some(ctx, [(n, f) for n, f in st.extractors() if n in FABRIC_LANE])
+        path = leave((out, peak_mib()), where)
     except Exception:  # noqa: BLE001 - this process then runs them on what it parses again
         path = "-"
     os.write(results_fd, f"lane {path}\n".encode())
 
 
-def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecond, limits: LoadLimits,
-                  progress: _pl.Progress | None) -> list[_pl.Evidence]:
-    """Parse ``files`` here and in the forked ``second``; one Evidence per file, in file order."""
-    parts: list[_pl.Evidence | None] = [None] * len(files)
+def parse_forked(files: list[BundleFile], offload: set[int], second: ForkSecond, limits: LoadLimits,
+                 progress: Progress | None, hand_over: int) -> list[Evidence]:
+    """Parse ``files`` here and in the forked ``second``; one Evidence per file, in file order (``hand_over``: small
+    files handed to an idle child at a time)."""
+    st = second.st
+    parts: list[Evidence | None] = [None] * len(files)
     done = 0
 
     def here(i: int) -> None:
         nonlocal done
-        parts[i] = _pl._parse_here(files[i], limits, progress)
+        parts[i] = parse_here(st, files[i], limits, progress)
         done += 1
         if progress:
             progress(files[i].path, done, len(files))
@@ -564,7 +635,7 @@ def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecon
         if got is None:
             here(i)
             return
-        _pl._taken(got)
+        taken(got)
         parts[i] = got
         done += 1
         if progress:
@@ -574,7 +645,7 @@ def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecon
         # small files last, so that batches for an idle child come off the back of the queue: the cheapest last
         # (a batch is then a few hundred alike files, never a 3 MB nccl-tests table the child is still on at the end)
         small = [i for i, bf in enumerate(files) if i not in offload and bf.stream is None and bf.text is not None]
-        cost = {i: _pl._cost(files[i]) for i in small}
+        cost = {i: file_cost(files[i]) for i in small}
         small.sort(key=lambda i: -cost[i])  # stable: alike files stay in file order
         smalls = set(small)
         queue = collections.deque([i for i in range(len(files)) if i not in offload and i not in smalls] + small)
@@ -595,17 +666,17 @@ def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecon
             small_left = min(small_left, len(queue))
             small_cost -= cost.get(i, 0.0)
             here(i)
-            if small_left >= 2 * _pl._HAND_OVER and second.idle():
-                picked = [queue.pop() for _ in range(_pl._HAND_OVER)][::-1]
+            if small_left >= 2 * hand_over and second.idle():
+                picked = [queue.pop() for _ in range(hand_over)][::-1]
                 if second.send(picked, [cost[j] for j in picked]):
-                    small_left -= _pl._HAND_OVER
+                    small_left -= hand_over
                     small_cost -= sum(cost[j] for j in picked)
                 else:
                     queue.extend(picked)
         while (i := second.claim()) is not None:  # the bulk files the child has not started
             here(i)
-        if second.own_fabric:  # the child may start on its fabric tables (see _Ready)
-            second.parsed({_pl._table(r) for p in parts if p is not None for r in p.records} & FABRIC_TABLES)
+        if second.own_fabric:  # the child may start on its fabric tables (see Ready)
+            second.parsed({table_of(r) for p in parts if p is not None for r in p.records} & FABRIC_TABLES)
         theirs = sorted(second.mine())
         while theirs:  # in the order they are ready (placed in file order all the same)
             second.wait_any(theirs)
@@ -616,6 +687,6 @@ def _parse_forked(files: list[BundleFile], offload: set[int], second: _ForkSecon
     except BaseException:
         second.close(kill=True)
         raise
-    if not second.own_fabric:  # else it stays for the fabric extractors (gather closes it)
+    if not second.own_fabric:  # else it stays for the fabric extractors (the run closes it)
         second.close()
-    return [p if p is not None else _pl._parse_here(files[j], limits, progress) for j, p in enumerate(parts)]
+    return [p if p is not None else parse_here(st, files[j], limits, progress) for j, p in enumerate(parts)]

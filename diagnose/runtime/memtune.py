@@ -1,6 +1,6 @@
 """How the forked parse child gets memory from the kernel.
 
-The child of a large triage (:mod:`diagnose.forked`) parses the counter dumps and builds their frames, the counter
+The child of a large triage (:mod:`diagnose.runtime.forked`) parses the counter dumps and builds their frames, the counter
 table and the fabric graph: at 4,096 hosts it builds and drops a few GB of columns of tens of MB each. Two defaults
 made the kernel's share of that work large, and slow when the other process was busy:
 
