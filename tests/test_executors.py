@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from diagnose.bundle import LoadLimits
-from diagnose.pipeline import triage
+from diagnose.engine import infer
+from diagnose.pipeline import gather
 from diagnose.render import render_json
 from diagnose.runtime import ParallelExecutor, SerialExecutor
 
@@ -28,22 +30,48 @@ def _bundles() -> list[Path]:
     return sorted(p.parent for p in FIXTURES.rglob("expect.yaml"))
 
 
+def _large(bundle: Path) -> bool:
+    """A bundle with a file the second process takes at these limits (a counter dump or topology past 16 KiB)."""
+    return any(f.stat().st_size > LIMITS.stream_bytes for f in bundle.rglob("*") if f.is_file())
+
+
+def _sampled(bundles: list[Path]) -> list[Any]:
+    """Every bundle, those of the default run first: the field corpus and, of each cause's constructed bundles, the
+    first with a large file; the others are marked slow (CI runs them: the contract holds on all)."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for b in bundles:
+        rel = b.relative_to(FIXTURES).parts
+        first = rel[0] != "field" and _large(b) and rel[:2] not in seen
+        if first:
+            seen.add(rel[:2])
+        out.append(b if rel[0] == "field" or first else pytest.param(b, marks=pytest.mark.slow))
+    return out
+
+
 def _symptom(bundle: Path) -> str | None:
     import yaml
 
     return (yaml.safe_load((bundle / "expect.yaml").read_text()) or {}).get("symptom")
 
 
-def _both(paths: list[Path], symptom: str | None, catalog, limits: LoadLimits = LIMITS) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-    serial = render_json(triage(paths, symptom, catalog=catalog, limits=limits, executor=SerialExecutor()))
-    parallel = render_json(triage(paths, symptom, catalog=catalog, limits=limits, executor=PARALLEL))
-    return serial, parallel
+def _diagnosis(paths: list[Path], symptom: str | None, catalog, limits: LoadLimits, executor) -> tuple[str, float]:  # type: ignore[no-untyped-def]
+    """The diagnosis's JSON as triage makes it (the catalog's thresholds), and the MiB a second process added."""
+    ev = gather(paths, symptom, limits=limits, keep_records=False, executor=executor)
+    return render_json(infer(catalog, ev.findings, ev.symptoms, ev.formats, ev.files, {}, {})), ev.second_core_peak_mib
+
+
+def _both(paths: list[Path], symptom: str | None, catalog, limits: LoadLimits = LIMITS) -> tuple[str, str, float]:  # type: ignore[no-untyped-def]
+    serial, none = _diagnosis(paths, symptom, catalog, limits, SerialExecutor())
+    assert none == 0
+    parallel, mib = _diagnosis(paths, symptom, catalog, limits, PARALLEL)
+    return serial, parallel, mib
 
 
 @needs_fork
-@pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize("bundle", _sampled(_bundles()), ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_parallel_equals_serial_byte_for_byte(bundle: Path, catalog) -> None:  # type: ignore[no-untyped-def]
-    serial, parallel = _both([bundle], _symptom(bundle), catalog)
+    serial, parallel, _ = _both([bundle], _symptom(bundle), catalog)
     assert parallel == serial
 
 
@@ -51,10 +79,7 @@ def test_the_contract_covers_the_field_corpus_and_bundles_with_a_second_process(
     bundles = _bundles()
     assert sum(p.relative_to(FIXTURES).parts[0] == "field" for p in bundles) >= 100
     assert sum(p.relative_to(FIXTURES).parts[0] != "field" for p in bundles) >= 80
-    # bundles with files the second process takes at these limits (counter dumps, topologies past 16 KiB)
-    large = [p for p in bundles if any(f.stat().st_size > LIMITS.stream_bytes for f in p.rglob("*") if f.is_file()
-                                       and f.name != "expect.yaml")]
-    assert len(large) >= 20
+    assert sum(map(_large, bundles)) >= 20  # bundles with files the second process takes at these limits
 
 
 @pytest.mark.slow
@@ -63,6 +88,7 @@ def test_parallel_equals_serial_on_a_1024_host_fabric(tmp_path: Path, catalog) -
     from diagnose.simulate import simulate
 
     out = simulate(tmp_path / "fabric", hosts=1024, faults=["link.bad_cable"], seed=7)
-    serial, parallel = _both([out], "AllReduce slow on 1024 nodes", catalog, LoadLimits())
+    serial, parallel, mib = _both([out], "AllReduce slow on 1024 nodes", catalog, LoadLimits())
     assert parallel == serial
+    assert mib > 0  # the dumps and the fabric extractors were the child's
     assert '"link.bad_cable"' in serial

@@ -149,7 +149,7 @@ class _Watchdog(threading.Thread):
         """Watch ``w``: by the running watchdog, or a new one when none runs or it is leaving."""
         with cls._made:
             dog = cls._one
-            if dog is None or not dog._add(w):
+            if dog is None or not dog._add(w):  # noqa: SLF001 - the class's own instance
                 dog = cls._one = cls()
                 dog._add(w)
                 dog.start()

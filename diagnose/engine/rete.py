@@ -187,7 +187,7 @@ def match(specs: list[RuleSpec], findings: list[Finding], thresholds: dict[str, 
         finally:
             for rs in rulesets.values():
                 try:
-                    _dr.durable_rules_engine.delete_ruleset(rs._handle)
+                    _dr.durable_rules_engine.delete_ruleset(rs._handle)  # noqa: SLF001 - durable-rules has no public one
                 except Exception:  # noqa: BLE001 - best effort cleanup
                     pass
     return sorted(hits)
