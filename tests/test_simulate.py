@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from diagnose.bench import exact_location
 from diagnose.bundle import sniff_file
 from diagnose.catalog.loader import load_catalog
 from diagnose.catalog.taxonomy import TAXONOMY
@@ -363,8 +364,8 @@ PLACED: dict[str, tuple[str, dict]] = {
 JOB = {"gpu-a001", "gpu-a002", "gpu-a003", "gpu-a004", "gpu-b001", "gpu-b002", "gpu-b003", "gpu-b004"}
 
 
-def test_every_cause_id_has_a_placement_here():
-    assert list(CAUSES) == list(TAXONOMY) and set(PLACED) == set(TAXONOMY)  # the taxonomy is the one list
+def test_the_simulator_has_every_cause_and_the_placements_name_only_causes():
+    assert list(CAUSES) == list(TAXONOMY) and set(PLACED) <= set(TAXONOMY)  # the taxonomy is the one list
 
 
 def _at(loc, want: dict) -> bool:
@@ -385,17 +386,21 @@ def _at(loc, want: dict) -> bool:
     return bool(ok)
 
 
-@pytest.mark.parametrize("cause", sorted(PLACED))
+@pytest.mark.parametrize("cause", sorted(TAXONOMY))
 def test_each_cause_is_ranked_first_where_it_was_injected(cause, tmp_path):
-    where, want = PLACED[cause]
+    """At the place PLACED names (judged as it says), or, for a cause it does not list, at the simulator's own
+    choice of place, judged by the fault's scope as the sweep bench judges it (a new cause needs no line here)."""
+    where, want = PLACED.get(cause, ("", None))
     spec = f"{cause}@{where}" if where else cause
     root = simulate(tmp_path / "b", **SMALL, faults=[spec], seed=31)
     d = triage([root], catalog=CATALOG)
     assert d.causes, f"{cause}: nothing diagnosed"
     top = d.causes[0]
     assert (top.id, top.verdict) == (cause, "confirmed"), [(c.id, c.verdict, c.score) for c in d.causes[:3]]
-    assert _at(top.location, want), (cause, top.location)
     fault = _truth(root)["faults"][0]
+    assert exact_location(fault, top), (cause, top.location, fault.get("location"))
+    if want is not None:
+        assert _at(top.location, want), (cause, top.location)
     assert (fault["cause"], fault["scope"]) == (cause, CAUSES[cause].scope)
 
 
