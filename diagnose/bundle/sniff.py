@@ -7,7 +7,7 @@ from functools import lru_cache
 from types import ModuleType
 
 from diagnose.parsers import registry
-from diagnose.parsers.base import SNIFF_THRESHOLD
+from diagnose.parsers.base import SNIFF_THRESHOLD, capabilities
 
 HEAD_CHARS = 64 * 1024
 
@@ -65,7 +65,7 @@ def _named_sure(head: str, lname: str) -> Sniffed | None:
         s = _score(mod, head) + 5
         if s < 100:
             continue
-        if not getattr(mod, "MIXABLE", False):
+        if not capabilities(mod).mixable:
             return Sniffed((mod.FORMAT,), {mod.FORMAT: s})
         scores = {mod.FORMAT: s}
         for other in registry():  # a mixable log can interleave other line-oriented logs: ask only those
@@ -91,7 +91,7 @@ def sniff_file(path: str, text: str, *, shortcut: bool = True) -> Sniffed:
     scores: dict[str, int] = {}
     hinted = _hinted(lname)
     for mod in registry():
-        if getattr(mod, "BINARY", False) and not hasattr(mod, "sniff"):
+        if capabilities(mod).binary and not hasattr(mod, "sniff"):
             continue  # binary-only formats are offered raw bytes, not text
         try:
             s = int(mod.sniff(head))
@@ -108,7 +108,7 @@ def sniff_file(path: str, text: str, *, shortcut: bool = True) -> Sniffed:
     if not claimed:
         return Sniffed((), scores)
     primary = claimed[0][1]
-    mixable = {m.FORMAT for m in registry() if getattr(m, "MIXABLE", False)}
+    mixable = {m.FORMAT for m in registry() if capabilities(m).mixable}
     formats = [primary]
     if primary in mixable:
         formats += [f for _, f in claimed[1:] if f in mixable]

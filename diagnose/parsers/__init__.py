@@ -16,6 +16,8 @@ import pkgutil
 from functools import lru_cache
 from types import ModuleType
 
+from diagnose.parsers.base import capabilities
+
 
 @lru_cache(maxsize=1)
 def registry() -> tuple[ModuleType, ...]:
@@ -31,7 +33,7 @@ def registry() -> tuple[ModuleType, ...]:
             structlog.get_logger("diagnose.parsers").error("parser_import_failed", module=info.name, error=repr(exc))
             continue
         if all(hasattr(mod, a) for a in ("FORMAT", "sniff", "parse")) or (
-            getattr(mod, "BINARY", False) and all(hasattr(mod, a) for a in ("FORMAT", "sniff_bytes", "parse_bytes"))
+            capabilities(mod).binary and all(hasattr(mod, a) for a in ("FORMAT", "sniff_bytes", "parse_bytes"))
         ):
             mods.append(mod)
     return tuple(mods)

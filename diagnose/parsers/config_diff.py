@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._dates import parse_date
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "config_diff"
 STREAMABLE = False  # a commit's header and its hunks must stay together
@@ -165,13 +166,7 @@ class _State:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - never raise: keep what was parsed
-        problems.append(f"config_diff parser stopped early: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

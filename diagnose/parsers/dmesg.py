@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from diagnose.models.records import ParseResult, Record, clip, positional_maker
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "dmesg"
 STREAMABLE = True  # line-oriented: a large file is parsed chunk by chunk
@@ -384,13 +385,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse_into(text, source, host, records, problems)
-    except Exception as exc:  # pragma: no cover - never raise: keep what was parsed, report it
-        problems.append(f"dmesg parser stopped early: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse_into, text, source, host)
 
 
 def _parse_into(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -25,6 +25,7 @@ import re
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import NicStat, shell_prompt
 from diagnose.parsers._ib import ToolError, iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ethtool_stats"
 
@@ -69,13 +70,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -42,7 +42,7 @@ from diagnose.parsers._ib import (
     shell_line,
     to_int,
 )
-from diagnose.parsers.base import count_matches
+from diagnose.parsers.base import count_matches, guarded_parse
 
 FORMAT = "ibstat"
 
@@ -267,13 +267,7 @@ _field_heads = _FieldHeads()
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

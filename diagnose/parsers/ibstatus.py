@@ -34,6 +34,7 @@ from diagnose.parsers._ib import (
     shell_line,
     to_int,
 )
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibstatus"
 
@@ -142,13 +143,7 @@ def _flush(b: _Block, at_eof: bool, source: str, records: list[Record], problems
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

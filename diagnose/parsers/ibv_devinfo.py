@@ -48,6 +48,7 @@ from diagnose.parsers._ib import (
     to_int,
     width_lanes,
 )
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibv_devinfo"
 
@@ -216,13 +217,7 @@ def _flush(dev: _Dev, at_eof: bool, source: str, records: list[Record], problems
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _gid_type(raw: str | None) -> str | None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
 from diagnose.parsers._ib import iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "lspci_tree"
 
@@ -185,13 +186,7 @@ class _Tree:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _bdf(dom: str, bus: int, devfn: str) -> str:

@@ -29,6 +29,7 @@ import re
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
 from diagnose.parsers._nic import NicConfigOption
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "mlxconfig"
 
@@ -76,13 +77,7 @@ def _number(v: str) -> int | None:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:  # noqa: BLE001 - a parser reports, never raises
-        problems.append(f"mlxconfig parser stopped early: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 def _parse(text: str, source: str, host: str | None, records: list[Record], problems: list[str]) -> None:

@@ -41,6 +41,7 @@ from diagnose.models.counters import canonical_counter
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import RdmaHwCounter, shell_prompt, timestamp_line
 from diagnose.parsers._ib import IbPort, iter_lines
+from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "prometheus_infiniband"
@@ -123,13 +124,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 @dataclass

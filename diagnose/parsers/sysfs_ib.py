@@ -49,6 +49,7 @@ from diagnose.parsers._ib import (
     to_int,
 )
 from diagnose.parsers._pkeys import FULL_BIT, KEY_MASK, PkeyEntry
+from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.perfquery import PortCounter
 
 FORMAT = "sysfs_infiniband"
@@ -106,13 +107,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records, problems)
-    except Exception as exc:
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, _parse, text, source, host)
 
 
 class _Ctr(NamedTuple):

@@ -9,6 +9,7 @@ from types import ModuleType
 
 from diagnose import parsers
 from diagnose.bundle import BundleFile, LoadLimits
+from diagnose.parsers.base import capabilities
 from diagnose.runtime.serial import Stages
 from diagnose.stages.parse import Evidence, Progress, sniff, sniff_limited
 
@@ -29,7 +30,7 @@ def parse_here(st: Stages, bf: BundleFile, limits: LoadLimits, progress: Progres
 def sends_columns(mod: ModuleType) -> bool:
     """A parser whose result for a large file is a few column batches (numpy arrays or lists of values), which
     cross a process boundary cheaply; a million small records would cost more to send than to parse here."""
-    return hasattr(mod, "parse_bytes_bulk") or bool(getattr(mod, "COLUMNS_WHEN_LARGE", False))
+    return capabilities(mod).columns_when_large
 
 
 def worth_a_second(files: list[BundleFile], min_bytes: int) -> bool:
@@ -71,5 +72,5 @@ def file_cost(bf: BundleFile, ns_per_byte: float = DEFAULT_NS_PER_BYTE) -> float
 
 def bulk_cost(bf: BundleFile) -> float:
     sn = sniff(bf)
-    rates = [float(getattr(parsers.by_format(f), "PARSE_NS_PER_BYTE", DEFAULT_NS_PER_BYTE)) for f in sn.formats]
+    rates = [capabilities(parsers.by_format(f)).ns_per_byte or DEFAULT_NS_PER_BYTE for f in sn.formats]
     return file_cost(bf, sum(rates) if rates else DEFAULT_NS_PER_BYTE)

@@ -29,7 +29,7 @@ from diagnose.bundle.timelimit import TimeLimit, call_limited
 from diagnose.evidence.scan import Prefetch, scan
 from diagnose.models.diagnosis import FileEntry, Finding, Symptom
 from diagnose.models.records import ColumnBatch, Record
-from diagnose.parsers.base import SNIFF_THRESHOLD
+from diagnose.parsers.base import SNIFF_THRESHOLD, capabilities
 from diagnose.symptoms import prose_records
 
 log = structlog.get_logger("diagnose.pipeline")
@@ -66,7 +66,7 @@ def _parse_binary(bf: BundleFile, ev: Evidence) -> bool:
         return False
     best: tuple[int, str] | None = None
     for mod in parsers.registry():
-        if not getattr(mod, "BINARY", False):
+        if not capabilities(mod).binary:
             continue
         try:
             score = int(mod.sniff_bytes(bf.data))
@@ -264,7 +264,7 @@ def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: 
         # a text past the streaming size held in memory (an archive member) is parsed in chunks by the parsers that
         # can, as the same file streamed from disk is: one parse of 64 MiB of log lines builds a GB of values at once
         text = bf.text
-        chunked = [m for m in mods if getattr(m, "STREAMABLE", False)] if len(text) > limits.stream_bytes else []
+        chunked = [m for m in mods if capabilities(m).streamable] if len(text) > limits.stream_bytes else []
         for mod in mods:
             if mod not in chunked:
                 n += _run_parser(mod, text, bf, ev, problems)
@@ -276,7 +276,7 @@ def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: 
     else:
         # a large file: line-oriented formats are parsed chunk by chunk (memory bounded by the chunk size),
         # the others see the head and tail of the file
-        bulk = [m for m in mods if hasattr(m, "parse_bytes_bulk")]
+        bulk = [m for m in mods if capabilities(m).bulk]
         if bulk:
             data = read_whole(bf.stream, limits, mapped)
             if data is None:
@@ -291,8 +291,8 @@ def _parse_file_now(bf: BundleFile, ev: Evidence, limits: LoadLimits, progress: 
                 finally:
                     _release(data)
                 del data
-        streamed = [m for m in mods if getattr(m, "STREAMABLE", False) and m not in bulk]
-        capped = [m for m in mods if not getattr(m, "STREAMABLE", False) and m not in bulk]
+        streamed = [m for m in mods if capabilities(m).streamable and m not in bulk]
+        capped = [m for m in mods if not capabilities(m).streamable and m not in bulk]
         if streamed:
             n += _parse_chunks(iter_text_chunks(bf.stream, limits, problems), bf.stream.size, streamed, bf, ev,
                                problems, first, progress)
@@ -375,7 +375,7 @@ def _parse_session(bf: BundleFile, ev: Evidence) -> bool:
         return False
     if named <= set(sniff(bf).formats):
         return False  # the whole file is that tool's output already (a perfquery dump's `# perfquery` lines)
-    mixable = {m.FORMAT for m in parsers.registry() if getattr(m, "MIXABLE", False)}
+    mixable = {m.FORMAT for m in parsers.registry() if capabilities(m).mixable}
     problems = list(bf.problems)
     first = len(ev.records)
     formats: list[str] = []
