@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     from diagnose.topology import Fabric
 
 MAX_REFS = 8
+# the frames each view of the context is built from (Context.fabric, .counters, .messages): an extractor that reads a
+# view declares these among its reads (tests/test_extractor_declarations.py holds the builders and extractors to it)
+VIEW_READS = {
+    "fabric": frozenset({"FabricLink", "FabricNode", "FabricPortState", "IbPort"}),
+    "counters": frozenset({"PortCounter", "PortCounterWide"}),
+    "messages": frozenset({"CudaError", "FreeText", "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn", "PeermemEvent",
+                           "PgError", "ToolError", "WatchdogTimeout"}),
+}
 
 
 @dataclass

@@ -13,8 +13,8 @@ number), unless another node owns them. LIDs map to the GUID of the port (or swi
 
 The mapping is built once per :class:`~diagnose.evidence.context.Context` from whole frames (``FabricNode``,
 ``FabricLink`` and ``FabricPortState`` ends, ``IbPort``, ``SmInfo``). The tables read are the fabric lane's
-(``FABRIC_TABLES`` / ``FABRIC_LANE_READS`` in ``diagnose/evidence/extractors/__init__.py``): a new name source must
-be declared there too.
+(``FABRIC_TABLES`` and the fabric extractors' ``reads`` in ``diagnose/evidence/extractors/``): a new name source
+must be declared there too.
 """
 
 from __future__ import annotations

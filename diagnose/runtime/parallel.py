@@ -28,7 +28,7 @@ from diagnose.budget import RecordBudget, held
 from diagnose.bundle import BundleFile, LoadLimits
 from diagnose.bundle.loader import preview_inputs
 from diagnose.evidence.context import Context
-from diagnose.evidence.extractors import FABRIC_LANE, FABRIC_LANE_READS, FABRIC_TABLES
+from diagnose.evidence.extractors import FABRIC_LANE, FABRIC_TABLES, fabric_lane_reads
 from diagnose.gcpause import Pause
 from diagnose.models.diagnosis import Finding
 from diagnose.models.records import Record
@@ -103,7 +103,7 @@ class ParallelExecutor:
         try:
             if remote is not None:
                 if remote.asked is None:
-                    remote.ask({k: ctx.frames[k] for k in FABRIC_LANE_READS if k in ctx.frames}, ctx.formats)
+                    remote.ask({k: ctx.frames[k] for k in fabric_lane_reads() if k in ctx.frames}, ctx.formats)
                 here = st.run_some(ctx, rest)
                 got, mib = remote.collect(ctx, fabric, bool(remote.asked))
                 here.update(got)
@@ -183,8 +183,9 @@ class _Parallel:
             # child starts on its part ~0.5 s earlier at 4,096 hosts (each frame is built from its table alone)
             shared: list[Record] = []
             rest: list[Record] = []
+            lane_reads = fabric_lane_reads()
             for r in ev.records:
-                (shared if table_of(r) in FABRIC_LANE_READS else rest).append(r)
+                (shared if table_of(r) in lane_reads else rest).append(r)
             frames = build(shared)
             self.remote.ask(frames, ev.formats)
             frames.update(build(rest))
@@ -212,7 +213,7 @@ class _Parallel:
 class RemoteLane:
     """The fabric extractors in the forked child that parsed the counter dumps and the topology and kept their
     records (see :func:`diagnose.runtime.forked.serve`): this process sends it the fabric tables' records it parsed
-    itself and the other tables those extractors read (:data:`FABRIC_LANE_READS`); if the child cannot answer, the
+    itself and the other tables those extractors read (:func:`fabric_lane_reads`); if the child cannot answer, the
     files it parsed are parsed again here for their fabric records and the extractors run here."""
 
     def __init__(self, second: ForkSecond, files: list[BundleFile], limits: LoadLimits, parts: list[Evidence],
@@ -228,7 +229,7 @@ class RemoteLane:
     asked: bool | None = None  # whether the child was asked (None: not yet)
 
     def ask(self, shared: dict[str, Any], formats: set[str]) -> None:
-        """Send the child this process's fabric rows and ``shared`` (the frames of FABRIC_LANE_READS)."""
+        """Send the child this process's fabric rows and ``shared`` (the frames of fabric_lane_reads())."""
         where = self.spill.get()
         self.asked = where is not None and self.second.ask_lane(self.sent, shared, set(formats), where)
 

@@ -22,6 +22,7 @@ from diagnose.symptoms import SYMPTOM_SOURCE, FreeText, classify, from_text, imp
 log = structlog.get_logger("diagnose.pipeline")
 all_extractors()  # every extractor (and networkx, pandas' parts they use) imported once, not once per run
 
+EMITS = frozenset({"extractor_failed", "file_problem"})  # the kinds this stage adds to the extractors' (see derive)
 Extractor = Callable[[Context], list[Finding]]
 Outcomes = dict[str, tuple[list[Finding], str | None]]
 """extractor name -> (its findings, the error that stopped it as ``Class: message``, or None)."""

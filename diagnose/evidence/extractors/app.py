@@ -7,7 +7,8 @@ from diagnose.evidence.extractors import extractor
 from diagnose.models.diagnosis import Finding, Location
 
 
-@extractor
+@extractor(reads=("DesyncReport", "WatchdogTimeout"),
+           emits=("desync_report", "watchdog_timeout"))
 def timeouts(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     wd = ctx.frame("WatchdogTimeout")

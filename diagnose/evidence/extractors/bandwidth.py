@@ -55,7 +55,8 @@ def _max_host_nic_gbs(ctx: Context) -> float | None:
     return float(per_host.max()) / 8.0
 
 
-@extractor
+@extractor(reads=("IbPort", "NcclNetInit", "NcclTestsRank", "NcclTestsRow", "NcclTestsRun"),
+           emits=("busbw_measured",))
 def busbw(ctx: Context) -> list[Finding]:
     rows = ctx.frame("NcclTestsRow")
     out: list[Finding] = []
@@ -161,7 +162,8 @@ def _figures(text: str) -> tuple[float | None, float | None]:
     return measured, stated
 
 
-@extractor
+@extractor(reads=("FreeText", "IbPort", "NcclNetInit", "NcclTestsRow", "NcclTestsSummary"),
+           emits=("busbw_measured", "busbw_reported"))
 def reported_bandwidth(ctx: Context) -> list[Finding]:
     """A busbw the user typed into the symptom, or the '# Avg bus bandwidth' of an nccl-tests output with no table
     (a pasted footer), against what the hardware should give: the expectation the report states ("against ~100

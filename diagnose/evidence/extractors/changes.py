@@ -160,7 +160,8 @@ def _day(iso: str) -> str:
     return iso.replace("T", " ")[:16]
 
 
-@extractor
+@extractor(reads=("NcclTestsRank", "NcclTestsRow", "NcclTestsRun"),
+           emits=("busbw_regressed_since_run",))
 def run_regression(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     best: dict[tuple[str, int], _Pair] = {}
@@ -230,7 +231,10 @@ def _quote(v: str | None) -> str:
     return "(unset)" if v is None else f"'{v}'"
 
 
-@extractor(fabric=True)  # it places SM-side changes at the SM node, named through the fabric's tables
+@extractor(fabric=True,
+           reads=("ConfigChange", "FabricLink", "FabricNode", "FabricPortState", "IbPort", "NcclTestsRank",
+                  "NcclTestsRow", "NcclTestsRun", "SmEvent", "SmInfo"),
+           emits=("fabric_config_changed",))
 def config_changes(ctx: Context) -> list[Finding]:
     if not ctx.has("ConfigChange") and not ctx.has("SmEvent"):
         return []

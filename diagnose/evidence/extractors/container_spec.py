@@ -70,7 +70,9 @@ def _catalog_lines(ctx: Context) -> set[tuple[str, int, str]]:
     return set(zip(hits["source"].astype(str), hits["line"].astype(int), hits["kind"].astype(str), strict=True))
 
 
-@extractor
+@extractor(reads=("ContainerFact", "MessageHit"),
+           emits=("container_host_network", "container_ipc_host", "container_ipc_lock", "container_rdma_device",
+                  "container_shm_size", "context_container", "shm_size"))
 def container_spec_facts(ctx: Context) -> list[Finding]:
     facts = ctx.frame("ContainerFact")
     if facts.empty:

@@ -185,7 +185,17 @@ _RDMA_FAILURE_SAID = re.compile(
 _RATE = re.compile(r"\b(?P<g>100|200|400|800|56|40|25|50)\s?G(?:b(?:/s|ps)?|bE)?\b|\b(?P<gen>NDR|HDR|EDR|FDR|XDR)\b", _I)
 
 
-@extractor
+@extractor(reads=("EnvSetting", "FreeText", "MessageHit", "NcclCommInfo", "NcclTestsRank"),
+           emits=("context_acs_off", "context_alloc_failure", "context_amd_host", "context_consumer_gpu",
+                  "context_container", "context_container_multi_node", "context_fabric", "context_fabric_change",
+                  "context_gdr_missing", "context_gdr_present", "context_global_pause", "context_gpu_count_dependent",
+                  "context_gpu_index_slow", "context_intermittent", "context_kernel_tied", "context_link_rate",
+                  "context_machine_specific", "context_multi_node", "context_no_p2p_sku", "context_nvlink",
+                  "context_nvlink_fault", "context_nvswitch", "context_p2p_path", "context_pair_dependent",
+                  "context_partial_collectives", "context_perftest_ok", "context_single_node",
+                  "context_size_dependent", "context_slow", "context_version_change", "context_vm",
+                  "context_vm_internode_slow", "context_workaround", "context_wrong_results",
+                  "nccl_system_error_single_node"))
 def symptom_context(ctx: Context) -> list[Finding]:
     sym = symptom_rows(ctx)
     out: list[Finding] = []

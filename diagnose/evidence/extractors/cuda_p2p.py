@@ -84,7 +84,9 @@ def _pair(i: int, j: int) -> str:
     return f"{i}->{j}"
 
 
-@extractor
+@extractor(reads=("CudaP2pAccess", "CudaP2pMeasure", "CudaP2pRun", "CudaP2pVerifyError", "TopoEntry"),
+           emits=("p2p_access_denied", "p2p_access_denied_same_switch", "p2p_bandwidth_ok", "p2p_copy_corrupt",
+                  "p2p_enabled_slower", "p2p_nvlink_pairs"))
 def cuda_p2p(ctx: Context) -> list[Finding]:
     """One set of findings per host (per file when no prompt names the host): every run of the samples there."""
     runs = _runs(ctx)

@@ -267,7 +267,9 @@ def _topology(ctx: Context) -> tuple[dict[str, str], dict[int, str], pd.DataFram
     return types, lid_guid, links.assign(peer_type=pd.Series(p_type, index=links.index, dtype=object), guid_code=g_code)
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "PortCounter", "PortCounterWide"),
+           emits=("uplink_load_skew",))
 def uplink_balance(ctx: Context) -> list[Finding]:
     """Per switch: how evenly its uplinks (ports whose peer is a switch) carry the traffic, and where XmitWait is.
 
@@ -527,7 +529,9 @@ class _PrioVerdict(TypedDict):
     gb: float
 
 
-@extractor
+@extractor(reads=("EnvSetting", "IbPort", "NcclNetInit", "NicStat"),
+           emits=("nccl_tc_lossless", "nccl_tc_not_lossless", "roce_pfc_disabled", "roce_traffic_off_lossless_prio",
+                  "roce_traffic_on_lossless_prio"))
 def traffic_class(ctx: Context) -> list[Finding]:
     """Which priority the RoCE traffic rides on, which priorities are lossless (PFC), and NCCL's traffic class."""
     out: list[Finding] = []
@@ -650,7 +654,8 @@ def _matching(col: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     return np.array([pattern.match(u) is not None for u in uniq], dtype=bool)[code]
 
 
-@extractor
+@extractor(reads=("IbPort", "NcclNetInit", "NicStat", "RdmaHwCounter"),
+           emits=("nic_rx_drops", "pfc_pause_frames", "pfc_pause_storm", "roce_transport_counters"))
 def roce_lossless(ctx: Context) -> list[Finding]:
     """RoCE transport loss against congestion notification, pause storms and NIC receive drops.
 
@@ -805,7 +810,10 @@ def _gid_key(gid: object) -> str | None:
         return None
 
 
-@extractor
+@extractor(reads=("CudaError", "EnvSetting", "FreeText", "GidEntry", "KernelEvent", "MessageHit", "Mlx5Event",
+                  "NcclChannel", "NcclGraph", "NcclWarn", "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("nccl_cross_nic", "nccl_net_pairs_cross_nic", "nccl_net_pairs_same_nic", "pxn_disabled_env",
+                  "qp_rtr_timeout"))
 def rail_reachability(ctx: Context) -> list[Finding]:
     """Queue pairs that time out moving to RTR (errno 110), resolved to rails, and NCCL's cross-NIC setting."""
     out: list[Finding] = []
@@ -979,7 +987,8 @@ def _net_pairs(ctx: Context) -> list[Finding]:
 _MTU_ENUM = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 
 
-@extractor
+@extractor(reads=("IbPort", "NcclNetInit", "NcclQpInfo"),
+           emits=("nccl_qp_mtu_mixed", "nccl_qp_mtu_uniform", "port_active_mtu_low", "port_mtu_uniform"))
 def mtu_paths(ctx: Context) -> list[Finding]:
     """Active vs maximum MTU of the HCA ports, across hosts, and the MTU NCCL used for its queue pairs."""
     out: list[Finding] = []

@@ -135,7 +135,11 @@ _UP_WORDS = re.compile(r"Link (?:up|UP|ACTIVE)\b|gained carrier|carrier (?:on|ac
 _PORT_NO = re.compile(r"Port: ?(\d+)")
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "KernelEvent", "Mlx5Event", "PortCounter",
+                  "PortCounterWide", "ToolMessage"),
+           emits=("ibdiagnet_link_down_increase", "link_downed_both_ends", "link_downed_stable",
+                  "link_downs_with_phy_errors", "link_flap_events"))
 def link_flaps(ctx: Context) -> list[Finding]:
     """Down -> up cycles of one NIC port in the kernel log, and LinkDowned counters that move."""
     out: list[Finding] = []
@@ -366,7 +370,8 @@ def _async_events(ctx: Context) -> pd.DataFrame:
     return hit
 
 
-@extractor
+@extractor(reads=("NcclWarn",),
+           emits=("nccl_ib_pkey_change_event", "nccl_ib_port_events", "nccl_ib_sm_events"))
 def nccl_async_events(ctx: Context) -> list[Finding]:
     """NCCL's 'Got (non-fatal) async event' WARNs: port error/active (a link going down and up under a
     running job) and LID/SM changes or client re-registration (the subnet manager re-sweeping)."""
@@ -524,7 +529,9 @@ def _phy_errors_near(ctx: Context, waiting: pd.DataFrame) -> int:
     return best
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "PortCounter", "PortCounterWide"),
+           emits=("port_xmit_wait", "xmit_wait_profile"))
 def congestion(ctx: Context) -> list[Finding]:
     """PortXmitWait against PortXmitData, per port: the share of the port's transmit capacity lost waiting
     for credits (lost bytes = XmitWait x 8 on NVIDIA Quantum switches), from deltas between snapshots
@@ -641,7 +648,10 @@ def _log_sm_guid(sm: pd.DataFrame) -> str | None:
     return str(got.iloc[-1]) if not got.empty else None
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "SmEvent", "SmInfo", "ToolError"),
+           emits=("ports_without_sm", "sm_lid_consistent", "sm_lid_inconsistent", "sm_link_state_traps",
+                  "sm_master_single", "sm_multiple_masters", "sm_no_master", "sm_query_failed", "sm_sweep_activity"))
 def subnet_manager(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     out.extend(_sm_info(ctx))
@@ -921,7 +931,11 @@ _AR_ENGINE = re.compile(r"\b(?P<eng>[\w-]+) tables configured on all switches|ro
 _AR_ENGINES = ("ar_updn", "ar_ftree", "ar_torus", "ar_dor", "ar_")
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("EnvSetting", "NcclTestsRank", "NcclTestsRow", "NcclTestsRun", "PortCounter", "PortCounterWide",
+                  "SmConfigOption", "SmEvent", "ToolMessage"),
+           emits=("ar_off_with_congestion", "ar_off_with_scaling_drop", "nccl_ar_disabled_env", "nccl_ar_enabled_env",
+                  "nccl_ar_threshold_high", "sm_routing_engine", "switch_ar_state"))
 def adaptive_routing(ctx: Context) -> list[Finding]:
     """What says whether adaptive routing is in use: NCCL's AR settings, and the SM's routing engine
     or ibdiagnet's AR summary when those lines were captured."""

@@ -420,7 +420,11 @@ def _why(e: _Entry | None, val: str) -> str:
     return f"index {val} is RoCE v1"
 
 
-@extractor
+@extractor(reads=("CudaError", "EnvSetting", "FreeText", "GidEntry", "GidTable", "IbPort", "KernelEvent",
+                  "MessageHit", "Mlx5Event", "NcclNetInit", "NcclVersion", "NcclWarn", "PeermemEvent", "PgError",
+                  "ToolError", "WatchdogTimeout"),
+           emits=("gid_auto_choice", "gid_index_bad", "gid_index_differs", "gid_index_ok", "gid_index_partial",
+                  "gid_table_empty", "gid_table_link_local_only", "gid_table_ok", "gid_table_sparse"))
 def gid_table(ctx: Context) -> list[Finding]:
     gids = ctx.frame("GidEntry")
     tables = ctx.frame("GidTable")

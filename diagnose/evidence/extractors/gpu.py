@@ -12,7 +12,8 @@ from diagnose.models.diagnosis import Finding, Location
 _FM_TEXT = r"system not yet initiali[sz]ed|cudaErrorSystemNotReady|CUDA error 802|error 802\b"
 
 
-@extractor
+@extractor(reads=("KernelEvent", "XidEvent"),
+           emits=("dmesg_no_xid", "xid_event"))
 def xids(ctx: Context) -> list[Finding]:
     x = ctx.frame("XidEvent")
     if x.empty:
@@ -30,7 +31,9 @@ def xids(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("CudaError", "FreeText", "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn", "PeermemEvent",
+                  "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("cuda_system_not_ready", "nvls_setup_failed"))
 def cuda_system_not_ready(ctx: Context) -> list[Finding]:
     msgs = ctx.messages
     out: list[Finding] = []
@@ -55,7 +58,8 @@ def cuda_system_not_ready(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("FmEvent",),
+           emits=("fm_not_running", "fm_running", "nvswitch_errors"))
 def fabric_manager(ctx: Context) -> list[Finding]:
     """Fabric Manager state per host, from its log and journal: the latest start decides."""
     ev = ctx.frame("FmEvent")

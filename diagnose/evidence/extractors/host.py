@@ -26,7 +26,9 @@ def _one_host(s: pd.Series) -> str | None:
     return hs[0] if len(hs) == 1 else None
 
 
-@extractor
+@extractor(reads=("CudaError", "Filesystem", "FreeText", "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn",
+                  "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("shm_error", "shm_size"))
 def shm(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     fs = ctx.frame("Filesystem")
@@ -61,7 +63,9 @@ def shm(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("CudaError", "FreeText", "KernelEvent", "Limit", "MessageHit", "Mlx5Event", "NcclWarn",
+                  "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("ib_mem_registration_failed", "memlock_limit"))
 def memlock(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     lim = ctx.frame("Limit")
@@ -100,7 +104,8 @@ def memlock(ctx: Context) -> list[Finding]:
 _PEERMEM = frozenset({"nvidia_peermem", "nv_peer_mem"})
 
 
-@extractor
+@extractor(reads=("KernelModule", "PeermemEvent"),
+           emits=("peermem_error", "peermem_loaded", "peermem_not_loaded"))
 def peermem(ctx: Context) -> list[Finding]:
     pm = ctx.frame("PeermemEvent")
     out: list[Finding] = []

@@ -137,7 +137,9 @@ def _acs_grep(ctx: Context) -> list[Finding]:
                     shown.head(3), Location(host=_one(shown["host"])), {"acs_on": len(on), "lines": len(acs)})]
 
 
-@extractor
+@extractor(reads=("AcsControl", "CudaError", "FreeText", "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn",
+                  "PcieLink", "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("iommu_fault", "pcie_acs_enabled", "pcie_acs_listed", "pcie_acs_off", "pcie_acs_violation"))
 def pcie_acs(ctx: Context) -> list[Finding]:
     """ACS on the PCIe bridges directly above GPUs and NICs; AER ACS violations; IOMMU faults."""
     out: list[Finding] = []
@@ -213,7 +215,9 @@ _BW_LIMITED = re.compile(
 )
 
 
-@extractor
+@extractor(reads=("GpuInfo", "Mlx5Event", "PcieLink"),
+           emits=("gpu_pcie_replays", "nic_pcie_bandwidth_limited", "pcie_bridge_below_capability",
+                  "pcie_link_downgraded", "pcie_links_ok"))
 def pcie_link_state(ctx: Context) -> list[Finding]:
     """GPU/NIC PCIe links below their capability (lspci, nvidia-smi -q, the kernel's probe-time line)."""
     out: list[Finding] = []
@@ -387,7 +391,11 @@ def _fw_versions(ctx: Context) -> pd.DataFrame:
     return d.drop_duplicates(subset=["host", "device"], keep="last")[cols]
 
 
-@extractor
+@extractor(reads=("CudaError", "FreeText", "IbPort", "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn", "PcieLink",
+                  "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("ib_async_fatal_event", "mlx5_cmd_timeout", "mlx5_fw_cmd_error", "mlx5_health_error",
+                  "mlx5_no_driver_errors", "mlx5_pcie_power_low", "nic_firmware_mismatch", "nic_firmware_uniform",
+                  "nic_max_read_req"))
 def nic_driver_firmware(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     mx = ctx.frame("Mlx5Event")
@@ -581,7 +589,8 @@ def _hca_allows(spec: str, nic: str) -> bool:
     return not hit if exclude else hit
 
 
-@extractor
+@extractor(reads=("EnvSetting", "IbPort", "NcclChannel", "NcclInitRank", "NcclNetInit", "TopoDevice", "TopoEntry"),
+           emits=("gpu_far_nic", "gpu_near_nic_used", "gpu_nic_far_by_design"))
 def gpu_nic_affinity(ctx: Context) -> list[Finding]:
     topo = _topo_gpu_nic(ctx)
     if not topo:
@@ -719,7 +728,10 @@ def _hw_nic_names(ctx: Context) -> dict[str, set[str]]:
     return res
 
 
-@extractor
+@extractor(reads=("EnvSetting", "GpuInfo", "GpuSummary", "IbPort", "NcclGraph", "NcclInitRank", "NcclNetInit",
+                  "NcclTopoNode", "PcieLink", "TopoEntry"),
+           emits=("nccl_graph_without_nvlink", "nccl_topo_file_set", "nccl_topo_match", "nccl_topo_mismatch",
+                  "pcie_tree_hidden"))
 def nccl_topology(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     env = ctx.frame("EnvSetting")
@@ -825,7 +837,10 @@ _OPEN_FAIL = re.compile(
 )
 
 
-@extractor
+@extractor(reads=("CudaError", "EnvSetting", "FreeText", "IbPort", "KernelEvent", "MessageHit", "Mlx5Event",
+                  "NcclNetNoDevice", "NcclPluginNote", "NcclWarn", "PeermemEvent", "PgError", "ToolError",
+                  "WatchdogTimeout"),
+           emits=("ib_device_open_failed", "ibv_no_devices", "rdma_unusable_hw_up"))
 def container_rdma(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     msgs = ctx.messages

@@ -135,7 +135,9 @@ def _cable_key(a: tuple[str | None, int | None], b: tuple[str | None, int | None
     return tuple(sorted([(str(a[0]), a[1] or 0), (str(b[0]), b[1] or 0)])) if b is not None else ((str(a[0]), a[1] or 0),)
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "PortInfo", "ToolError", "ToolMessage"),
+           emits=("fabric_links_at_capability", "link_below_capability"))
 def link_training(ctx: Context) -> list[Finding]:
     fab = ctx.fabric
     cands: list[dict[str, object]] = []

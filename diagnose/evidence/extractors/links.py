@@ -86,7 +86,8 @@ def _relevant(ports: pd.DataFrame, ctx: Context) -> pd.Series:
     return result
 
 
-@extractor
+@extractor(reads=("EnvSetting", "IbPort", "NcclNetInit"),
+           emits=("port_not_active", "ports_all_active"))
 def port_states(ctx: Context) -> list[Finding]:
     ports = ctx.frame("IbPort")
     if ports.empty:
@@ -137,7 +138,8 @@ def _stated_port_gbps(ctx: Context) -> float | None:
     return max(rates) if rates else None
 
 
-@extractor
+@extractor(reads=("EnvSetting", "FreeText", "IbPort", "NcclNetInit"),
+           emits=("port_rate_low", "port_rates_uniform"))
 def port_rates(ctx: Context) -> list[Finding]:
     ports = ctx.frame("IbPort")
     if ports.empty or "rate_gbps" not in ports:
@@ -324,7 +326,10 @@ def _series_refs(table: CounterTable, starts: list[int], ends: list[int], kind: 
     return out
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "PortCounter", "PortCounterWide"),
+           emits=("cable_errors_both_ends", "port_counter_errors", "port_counters_clean", "port_counters_history",
+                  "port_counters_stable", "switch_port_errors"))
 def port_counters(ctx: Context) -> list[Finding]:
     table = ctx.counters
     if table.empty:
@@ -445,7 +450,8 @@ def port_counters(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("Mlx5Event",),
+           emits=("nic_link_down_event",))
 def link_events(ctx: Context) -> list[Finding]:
     ev = ctx.frame("Mlx5Event")
     out: list[Finding] = []
@@ -465,7 +471,8 @@ def link_events(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("DevNetMap", "EnvSetting", "FreeText", "IbPort", "NcclNetInit"),
+           emits=("rdma_netdev_down",))
 def netdev_states(ctx: Context) -> list[Finding]:
     """``ibdev2netdev`` lines whose netdev is ``(Down)``: on RoCE the netdev is the port, on InfiniBand the IPoIB
     interface follows the port's state, so a Down netdev is a port that does not carry traffic, unless the port's

@@ -22,6 +22,11 @@ from diagnose.symptoms import SYMPTOM_SOURCE
 MAX_FINDINGS_PER_ENTRY = 16
 
 
+def catalog_kinds() -> set[str]:
+    """The kinds :func:`known_messages` emits: those the message catalog's entries yield."""
+    return default_messages().kinds()
+
+
 def _location(host: str | None, attrs: dict[str, object]) -> Location:
     loc: dict[str, object] = {"host": host}
     for k in LOCATION_GROUPS:
@@ -38,7 +43,8 @@ def _location(host: str | None, attrs: dict[str, object]) -> Location:
     return Location(**loc)  # type: ignore[arg-type]
 
 
-@extractor
+@extractor(reads=("FreeText", "IbPort", "MessageHit", "NcclNetInit"),
+           emits=catalog_kinds)
 def known_messages(ctx: Context) -> list[Finding]:
     hits = ctx.frame("MessageHit")
     if hits.empty:
@@ -111,7 +117,8 @@ def size_mib(size: object, unit: object) -> float | None:
 _LOADED = frozenset({"versions.nccl.banner", "versions.ucx.init_banner", "versions.nccl_tests"})
 
 
-@extractor
+@extractor(reads=("MessageHit",),
+           emits=("component_versions_differ",))
 def stack_versions(ctx: Context) -> list[Finding]:
     """The versions of one component that the evidence's sources (each file, and each host a file names) report:
     pip/conda/dpkg lists, banners, ofed_info, ucx_info. Two sources whose sets of releases differ mean the hosts or

@@ -190,7 +190,10 @@ def _one_host(hosts: pd.Series) -> str | None:
     return hs[0] if len(hs) == 1 else None
 
 
-@extractor
+@extractor(reads=("ContainerFact", "DevNetMap", "EnvSetting", "FabricNode", "FreeText", "GidEntry", "IbPort",
+                  "MessageHit", "Mlx5Event", "NcclChannel", "NcclCommInfo", "NcclNetInit", "NcclNetNoDevice",
+                  "NcclPluginNote", "NcclUsingNetwork", "PortCounter"),
+           emits=("nccl_ib_no_device", "nccl_net_ib", "nccl_net_socket", "socket_only_network", "verbs_unavailable"))
 def network_choice(ctx: Context) -> list[Finding]:
     """Which NET transport carries inter-node traffic: IB/RoCE or Socket."""
     out: list[Finding] = []
@@ -262,7 +265,8 @@ def network_choice(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("NcclChannel", "NcclGdrPath", "NcclGdrStatus", "NcclRingsConnected"),
+           emits=("gdr_absent", "gdr_disabled_msg", "gdr_in_use", "rings_gdr_off"))
 def gdr_usage(ctx: Context) -> list[Finding]:
     """GPUDirect RDMA: per host, do the NET/IB channels carry /GDRDMA?"""
     out: list[Finding] = []
@@ -343,7 +347,9 @@ _STATUS = {
 }
 
 
-@extractor
+@extractor(reads=("CudaError", "FreeText", "IbPort", "KernelEvent", "MessageHit", "Mlx5Event", "NcclNetInit",
+                  "NcclWarn", "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("ib_completion_error", "roce_link_local_gid"))
 def ib_completion_errors(ctx: Context) -> list[Finding]:
     """NCCL 'Got completion ... with error N' (older) / 'with status=N ... hca mlx5_x' (2.19+):
     one finding per (host, HCA, status); a link-local local GID on RoCE is reported on its own."""
@@ -434,7 +440,10 @@ def _host_link_layers(ctx: Context) -> dict[str, str]:
 _QP_FAIL = re.compile(r"ibv_modify_qp failed|Unable to modify QP|ibv_create_ah failed|ncclIbRtrQp|QP .*? to RTR", re.I)
 
 
-@extractor
+@extractor(reads=("CudaError", "EnvSetting", "FreeText", "GidEntry", "IbPort", "KernelEvent", "MessageHit",
+                  "Mlx5Event", "NcclNetInit", "NcclWarn", "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("gid_index_bad", "gid_index_ok", "gid_index_set", "gid_index_unset", "link_layer_ib",
+                  "qp_setup_failed", "roce_in_use"))
 def roce_gid(ctx: Context) -> list[Finding]:
     """RoCE in use, and what the GID index configuration looks like."""
     out: list[Finding] = []
@@ -531,7 +540,9 @@ _SOCK_FAIL = re.compile(
 )
 
 
-@extractor
+@extractor(reads=("CudaError", "EnvSetting", "FreeText", "KernelEvent", "MessageHit", "Mlx5Event", "NcclBootstrap",
+                  "NcclNetInit", "NcclWarn", "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("bootstrap_no_interface", "oob_virtual_interface", "socket_connect_failed", "socket_ifname_set"))
 def bootstrap_interface(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     msgs = ctx.messages
@@ -591,7 +602,8 @@ def bootstrap_interface(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("EnvSetting",),
+           emits=("nccl_ib_disabled_env",))
 def nccl_config(ctx: Context) -> list[Finding]:
     """Settings that force NCCL off the RDMA path."""
     env = ctx.frame("EnvSetting")
@@ -638,7 +650,8 @@ def _list_defects(value: str) -> list[str]:
     return out
 
 
-@extractor
+@extractor(reads=("EnvSetting",),
+           emits=("nccl_device_list_malformed",))
 def device_list_syntax(ctx: Context) -> list[Finding]:
     """NCCL_IB_HCA / NCCL_SOCKET_IFNAME written so that NCCL reads something else than meant
     (``^=mlx5_8,^=mlx5_14`` excludes mlx5_8 only)."""
@@ -660,7 +673,8 @@ def device_list_syntax(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("EnvSetting", "IbPort"),
+           emits=("ib_hca_not_present",))
 def ib_hca_vs_hardware(ctx: Context) -> list[Finding]:
     """NCCL_IB_HCA against the HCAs the hosts really have: a name that matches no device."""
     env = ctx.frame("EnvSetting")

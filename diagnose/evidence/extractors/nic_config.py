@@ -37,7 +37,8 @@ def _dev_label(df: pd.DataFrame) -> list[str]:
                                                                 strict=True)})
 
 
-@extractor
+@extractor(reads=("NicConfigOption",),
+           emits=("nic_ats_enabled", "nic_link_type_mixed", "nic_max_acc_out_read"))
 def nic_firmware_config(ctx: Context) -> list[Finding]:
     opts = ctx.frame("NicConfigOption")
     if opts.empty:
@@ -79,7 +80,8 @@ def nic_firmware_config(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("DscpPrio", "EnvSetting", "RoceQosConfig"),
+           emits=("nic_tc_prio_lossless", "nic_tc_prio_not_lossless", "roce_trust_pcp"))
 def roce_qos_config(ctx: Context) -> list[Finding]:
     qos = ctx.frame("RoceQosConfig")
     if qos.empty:

@@ -44,7 +44,14 @@ def _counters(ctx: Context) -> tuple[pd.DataFrame, CounterTable]:
     return table.series, table
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("CudaError", "EnvSetting", "FabricLink", "FabricNode", "FabricPortState", "FreeText", "IbPort",
+                  "KernelEvent", "MessageHit", "Mlx5Event", "NcclWarn", "PartitionMember", "PeermemEvent", "PgError",
+                  "PkeyEntry", "PortCounter", "PortCounterWide", "SmEvent", "SmInfo", "ToolError", "ToolMessage",
+                  "WatchdogTimeout"),
+           emits=("constraint_errors", "nccl_ib_pkey_set", "pkey_index_differs", "pkey_index_rejected",
+                  "pkey_limited_only", "pkey_missing_on_host", "pkey_present_everywhere", "qp_modify_error",
+                  "sm_partition_errors", "tool_partition_errors"))
 def partitions(ctx: Context) -> list[Finding]:
     """NCCL_IB_PKEY (a P_Key table index), the P_Key tables and partitions.conf membership of the job's hosts,
     ibv_modify_qp failures by errno and QP transition, partition (P_Key) errors in the SM log and ibdiagnet, and

@@ -60,7 +60,8 @@ def _shared_bus(devs: pd.DataFrame, eps: pd.DataFrame) -> pd.DataFrame:
     return eps[on_shared | on_root]
 
 
-@extractor
+@extractor(reads=("PciTree", "PciTreeDevice"),
+           emits=("gpu_nic_cross_cpu", "gpu_nic_share_switch", "pci_tree_flat_vm"))
 def pci_tree_placement(ctx: Context) -> list[Finding]:
     devs = ctx.frame("PciTreeDevice")
     if devs.empty:

@@ -87,7 +87,8 @@ def _stated_rate(ctx: Context) -> tuple[float | None, pd.DataFrame]:
     return None, sym.iloc[0:0]
 
 
-@extractor
+@extractor(reads=("IbPort", "PerftestResult", "PerftestRun"),
+           emits=("perftest_bw_below_line_rate", "perftest_bw_measured", "perftest_bw_ok"))
 def perftest_bandwidth(ctx: Context) -> list[Finding]:
     rows = ctx.frame("PerftestResult")
     runs = ctx.frame("PerftestRun")
@@ -144,7 +145,8 @@ def perftest_bandwidth(ctx: Context) -> list[Finding]:
     return [f for _, f in (best[k] for k in sorted(best)) if f.kind != "perftest_bw_measured"]
 
 
-@extractor
+@extractor(reads=("PerftestError", "PerftestRun"),
+           emits=("perftest_mr_failed", "perftest_transport_error"))
 def perftest_errors(ctx: Context) -> list[Finding]:
     errs = ctx.frame("PerftestError")
     if errs.empty:
@@ -181,7 +183,8 @@ def perftest_errors(ctx: Context) -> list[Finding]:
     return out
 
 
-@extractor
+@extractor(reads=("IbPort", "PerftestError", "PerftestRun"),
+           emits=("perftest_mtu",))
 def perftest_mtu(ctx: Context) -> list[Finding]:
     runs = ctx.frame("PerftestRun")
     if runs.empty or "mtu" not in runs:

@@ -71,7 +71,10 @@ NCCL_FORMATS = frozenset({"nccl_log", "nccl_tests", "nccl_ras", "nccl_conf", "nc
 ON = ("TRUE", "1", "YES", "ON")
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("EnvSetting", "FabricLink", "FabricNode", "FabricPortState", "IbPort", "QosLevel", "QosSl2VlScope",
+                  "QosUlp", "QosVlArbScope", "Sl2VlEntry", "SmConfigOption", "VlArbEntry"),
+           emits=("ib_sl2vl_inconsistent", "ib_sl_shares_vl", "ib_sl_starved_vl", "ib_sl_vl_ok"))
 def ib_qos_path(ctx: Context) -> list[Finding]:
     sl2 = ctx.frame("Sl2VlEntry")
     if not sl2.empty:

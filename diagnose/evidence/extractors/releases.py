@@ -94,7 +94,8 @@ _SAME_ACROSS = re.compile(
     re.IGNORECASE)
 
 
-@extractor
+@extractor(reads=("FreeText",),
+           emits=("release_compared",))
 def release_compared(ctx: Context) -> list[Finding]:
     """The report names two or more releases of one component (``drops from 24 GB/s with NCCL 2.19.4 to 18 GB/s with
     2.20.5``, ``works with torch 1.13, hangs with 2.0``): the reporter ran both and saw the failure follow the
@@ -140,7 +141,8 @@ def _failure_kinds(ctx: Context) -> set[str]:
     return kinds
 
 
-@extractor
+@extractor(reads=("EnvSetting", "FreeText", "MessageHit", "NcclVersion", "WatchdogTimeout"),
+           emits=("known_bad_release", "release_exposes_fault"))
 def known_releases(ctx: Context) -> list[Finding]:
     table = default_releases()
     if not table.entries:

@@ -21,7 +21,9 @@ from diagnose.topology.fabric import switch_name
 MIN_DESTS_PER_UPLINK = 2  # fewer remote destinations than this per uplink cannot be spread evenly anyway
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "LftEntry"),
+           emits=("lft_uplink_imbalance", "lft_uplinks_balanced"))
 def lft_balance(ctx: Context) -> list[Finding]:
     lft = ctx.frame("LftEntry")
     if lft.empty:
@@ -99,7 +101,9 @@ _ROUTE_ERR = r"Unassigned LFT for lid|Fail to find a path from|Error in mark rou
 _DEAD_END = r"Dead end at:\s*S[0-9a-fA-F]+/N(?P<guid>[0-9a-fA-F]+)"
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "ToolMessage"),
+           emits=("sm_routes_incomplete",))
 def ibdiagnet_route_errors(ctx: Context) -> list[Finding]:
     """Destinations the programmed forwarding tables do not reach: the subnet manager left LIDs unrouted (a routing
     engine that failed and fell back, switches it could not program, a sweep that did not finish)."""

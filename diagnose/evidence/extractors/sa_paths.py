@@ -40,7 +40,9 @@ MAX_NAMED = 3
 NUM_SL = 16
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("FabricLink", "FabricNode", "FabricPortState", "IbPort", "SaPath"),
+           emits=("ib_path_mtu_low", "ib_path_sl"))
 def sa_paths(ctx: Context) -> list[Finding]:
     if "saquery" not in ctx.formats:  # only a saquery file gives PathRecords: read no table otherwise
         return []

@@ -64,7 +64,8 @@ def _series(ctx: Context) -> pd.DataFrame:
     return best
 
 
-@extractor
+@extractor(reads=("NcclTestsRank", "NcclTestsRow", "NcclTestsRun"),
+           emits=("busbw_scaling_drop",))
 def busbw_scaling(ctx: Context) -> list[Finding]:
     """One finding per collective measured at three or more node counts: the best busbw at the smallest scale
     against the busbw at the largest."""

@@ -228,7 +228,12 @@ def _dcgm_gpu(ctx: Context, host: str | None, ents: list[str]) -> str | None:
 # ----------------------------------------------------------------------------------------------- versions
 
 
-@extractor
+@extractor(reads=("CudaError", "FreeText", "GpuInfo", "GpuSummary", "KernelEvent", "MessageHit", "Mlx5Event",
+                  "NcclInitRank", "NcclPluginNote", "NcclVersion", "NcclWarn", "PeermemEvent", "PgError", "ToolError",
+                  "WatchdogTimeout"),
+           emits=("comm_stack_versions", "cuda_driver_too_old", "driver_cuda_older_than_nccl",
+                  "gpu_driver_versions_differ", "nccl_bootstrap_size_mismatch", "nccl_version_mismatch_warn",
+                  "nccl_versions_differ", "net_plugin_api_fallback"))
 def stack_versions(ctx: Context) -> list[Finding]:
     """NCCL / driver / CUDA versions per host and whether they fit together."""
     out: list[Finding] = []
@@ -519,7 +524,9 @@ def _intranode_net(ch: pd.DataFrame, hk: pd.Series, ranks: pd.DataFrame) -> np.n
     out[net] = (line_comm >= 0) & (lr >= 0) & (remote_host == lh)
     return out
 
-@extractor
+@extractor(reads=("EnvSetting", "FmEvent", "GpuInfo", "GpuSummary", "NcclChannel", "NcclInitRank", "NcclTestsRank",
+                  "NvlinkStatus", "TopoEntry"),
+           emits=("intranode_p2p", "intranode_without_p2p", "nccl_transport_override"))
 def transport_overrides(ctx: Context) -> list[Finding]:
     """NCCL environment overrides that force a slower or failing intra-node/collective path."""
     env = ctx.frame("EnvSetting")
@@ -622,7 +629,10 @@ def _counter_class(name: str) -> str | None:
     return None
 
 
-@extractor
+@extractor(reads=("DcgmResult", "GpuInfo", "GpuSummary", "NcclTestsRank", "NvlinkErrorCounter", "NvlinkStatus",
+                  "TopoEntry"),
+           emits=("dcgm_nvlink_incident", "nvlink_counters_clean", "nvlink_error_counters", "nvlink_links_inactive",
+                  "nvlink_status_uniform", "nvlink_topo_fewer_links"))
 def nvlink_health(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     ns = ctx.frame("NvlinkStatus")
@@ -768,7 +778,9 @@ def _gpu_rank(ctx: Context) -> dict[tuple[str, str], list[int]]:
     return res
 
 
-@extractor
+@extractor(reads=("DcgmResult", "DesyncReport", "GpuInfo", "GpuSummary", "NcclInitRank", "NcclTestsRank"),
+           emits=("dcgm_clock_event", "gpu_clocks_throttled", "gpu_clocks_unthrottled", "gpu_temperature_outlier",
+                  "throttled_gpu_lagging_rank"))
 def clock_events(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     gi = ctx.frame("GpuInfo")

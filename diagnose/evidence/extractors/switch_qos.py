@@ -38,7 +38,8 @@ def _lossless(ctx: Context) -> tuple[set[int], str]:
     return set(SONIC_DEFAULT_LOSSLESS), "SONiC's default lossless priorities 3 and 4"
 
 
-@extractor
+@extractor(reads=("EnvSetting", "RoceQosConfig", "SwitchPfcCount", "SwitchQueueCount"),
+           emits=("switch_lossless_queue_drops", "switch_lossless_queues_clean"))
 def switch_lossless_queues(ctx: Context) -> list[Finding]:
     q = ctx.frame("SwitchQueueCount")
     if q.empty:

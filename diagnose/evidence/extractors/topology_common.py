@@ -10,7 +10,10 @@ from diagnose.evidence.extractors.nccl import COMPLETION, message_extract
 from diagnose.models.diagnosis import Finding, Location
 
 
-@extractor(fabric=True)
+@extractor(fabric=True,
+           reads=("CudaError", "FabricLink", "FabricNode", "FabricPortState", "FreeText", "IbPort", "KernelEvent",
+                  "MessageHit", "Mlx5Event", "NcclWarn", "PeermemEvent", "PgError", "ToolError", "WatchdogTimeout"),
+           emits=("errors_share_switch",))
 def errors_share_switch(ctx: Context) -> list[Finding]:
     """NCCL transport errors on several hosts whose HCAs all hang off one leaf switch.
 
