@@ -17,6 +17,7 @@ from diagnose.evidence.frames import build_frames
 from diagnose.models.records import Record
 from diagnose.pipeline import gather
 from diagnose.stages.find import EMITS as STAGE_EMITS
+from tests.reads import Reads
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "diagnose/evidence/extractors"
@@ -108,7 +109,7 @@ def test_each_view_is_built_from_the_frames_declared_for_it(view: str) -> None:
     for bundle in ["link/bad_cable", "fabric/sm_problem", "nccl/socket_fallback", "healthy/fattree64-clean"]:
         for b in sorted((FIXTURES / bundle).iterdir()):
             if (b / "expect.yaml").exists():
-                reads = _Reads(build_frames(gather([b]).records))
+                reads = Reads(build_frames(gather([b]).records))
                 build(reads)
                 seen |= reads.read
     assert seen == VIEW_READS[view]
@@ -117,26 +118,6 @@ def test_each_view_is_built_from_the_frames_declared_for_it(view: str) -> None:
 def test_every_kind_of_the_vocabulary_is_emitted_by_something() -> None:
     emitted = set().union(*(d.kinds() for d in DECLARED.values())) | STAGE_EMITS
     assert set(vocabulary.KINDS) - emitted == set()
-
-
-class _Reads(dict):  # type: ignore[type-arg]
-    """Frames that note which tables are asked for."""
-
-    def __init__(self, frames: dict) -> None:  # type: ignore[type-arg]
-        super().__init__(frames)
-        self.read: set[str] = set()
-
-    def get(self, k: str, default: object = None) -> object:
-        self.read.add(k)
-        return super().get(k, default)
-
-    def __getitem__(self, k: str) -> object:
-        self.read.add(k)
-        return super().__getitem__(k)
-
-    def __contains__(self, k: object) -> bool:
-        self.read.add(str(k))
-        return super().__contains__(k)
 
 
 def _bundles() -> list[object]:
@@ -159,7 +140,7 @@ def test_each_extractor_reads_and_emits_only_what_it_declares(bundle: Path) -> N
     frames = build_frames(ev.records)
     wrong = []
     for name, fn in EXTRACTORS:
-        reads = _Reads(frames)
+        reads = Reads(frames)
         found = fn(Context(frames=reads, formats=ev.formats))  # type: ignore[arg-type]
         d = DECLARED[name]
         if reads.read - d.reads:

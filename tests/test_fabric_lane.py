@@ -16,6 +16,7 @@ from diagnose.evidence.extractors import FABRIC_LANE, FABRIC_TABLES, all_extract
 from diagnose.evidence.frames import build_frames
 from diagnose.runtime import ParallelExecutor, SerialExecutor, Stages
 from diagnose.stages.find import merged, run_extractors, run_some
+from tests.reads import Reads
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # bundles with counters and a topology (the lane's inputs), one with findings of both lanes' extractors
@@ -123,26 +124,6 @@ def test_no_fork_from_a_worker_thread() -> None:
     assert got == [0.0]  # a service worker runs every extractor itself
 
 
-class _Reads(dict):  # type: ignore[type-arg]
-    """Frames that note which tables are asked for."""
-
-    def __init__(self, frames: dict) -> None:  # type: ignore[type-arg]
-        super().__init__(frames)
-        self.read: set[str] = set()
-
-    def get(self, k: str, default: object = None) -> object:
-        self.read.add(k)
-        return super().get(k, default)
-
-    def __getitem__(self, k: str) -> object:
-        self.read.add(k)
-        return super().__getitem__(k)
-
-    def __contains__(self, k: object) -> bool:
-        self.read.add(str(k))
-        return super().__contains__(k)
-
-
 READ_BUNDLES = [*BUNDLES, "fabric/pkey_mismatch", "fabric/adaptive_routing_off", "link/port_down", "link/degraded",
                 "roce/pfc_ecn", "nccl/version_mismatch", "gpu/xid_error", "host/gdr_unavailable"]
 
@@ -154,7 +135,7 @@ def test_the_lanes_read_only_the_tables_declared_for_them(bundle: str) -> None:
     ev = pipeline.gather([FIXTURES / bundle])
     frames = build_frames(ev.records)
     for lane in (True, False):
-        reads = _Reads(frames)
+        reads = Reads(frames)
         ctx = Context(frames=reads, formats=ev.formats)
         for name, fn in all_extractors():
             if (name in FABRIC_LANE) == lane:
