@@ -29,7 +29,7 @@ from diagnose.models.diagnosis import Finding
 from diagnose.models.rule import Clause, ExpectClause, RuleSpec
 
 
-def _load_durable():  # type: ignore[no-untyped-def]
+def _load_durable() -> tuple[Any, str]:
     if os.environ.get("DIAGNOSE_ENGINE", "").strip().lower() == "python":
         return None, "python matcher (DIAGNOSE_ENGINE=python)"
     try:
@@ -78,7 +78,7 @@ def _condition(finding: str, where: dict[str, object], thresholds: dict[str, flo
             if op == "eq":
                 terms.append({attr: _value(val, thresholds)})
             elif op == "in":
-                terms.append({"$or": [{attr: _value(x, thresholds)} for x in val]})  # type: ignore[union-attr]
+                terms.append({"$or": [{attr: _value(x, thresholds)} for x in val]})
             else:
                 terms.append({ops[op]: {attr: _value(val, thresholds)}})
         else:
