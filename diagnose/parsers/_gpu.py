@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import Record
-from diagnose.parsers._ib import prompt
+from diagnose.parsers._lines import prompt
 
 # --------------------------------------------------------------------------------------------- records
 

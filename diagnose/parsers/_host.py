@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import Record
-from diagnose.parsers._ib import prompt
+from diagnose.parsers._lines import prompt
 
 # --------------------------------------------------------------------------------------------- records
 
@@ -193,7 +193,7 @@ _LEAD_PARENS = re.compile(r"^\s*\((?:[^()]|\([^()]*\))*\)\s*")
 
 
 def shell_prompt(line: str) -> tuple[str | None, str] | None:
-    """:func:`diagnose.parsers._ib.prompt`, also accepting nested conda/venv prefixes such as
+    """:func:`diagnose.parsers._lines.prompt`, also accepting nested conda/venv prefixes such as
     ``((sglang-0.5.9) ) [user@host ~]$ cmd`` (seen in real captures)."""
     p = prompt(line)
     if p is not None or not line.lstrip().startswith("("):

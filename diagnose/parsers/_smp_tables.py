@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from diagnose.parsers._ib import command_line, norm_guid, prompt
+from diagnose.parsers._ib import norm_guid
+from diagnose.parsers._lines import command_line, prompt
 
 LID_RE = re.compile(r"\bLid\s+(?P<lid>\d+)")
 _GUID_FLAG_RE = re.compile(r"(?:^|\s)(?:-G|--Guid)(?:\s|=|$)")

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
-from diagnose.parsers._ib import iter_lines
+from diagnose.parsers._lines import iter_lines
 
 FORMAT = "cuda_p2p"
 MIXABLE = True  # pasted into job logs and issue threads next to nvidia-smi, NCCL and PyTorch output

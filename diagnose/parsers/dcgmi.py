@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._gpu import DcgmResult, shell_line
-from diagnose.parsers._ib import ToolError, iter_lines
+from diagnose.parsers._ib import ToolError
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "dcgmi"

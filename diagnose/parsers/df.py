@@ -29,7 +29,8 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._ib import ToolError, command_line, iter_lines, prompt
+from diagnose.parsers._ib import ToolError
+from diagnose.parsers._lines import command_line, iter_lines, prompt
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "df"

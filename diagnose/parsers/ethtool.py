@@ -24,7 +24,8 @@ import re
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import NicStat, shell_prompt
-from diagnose.parsers._ib import ToolError, iter_lines
+from diagnose.parsers._ib import ToolError
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ethtool_stats"

@@ -16,7 +16,7 @@ import re
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import DevNetMap, shell_prompt
-from diagnose.parsers._ib import iter_lines
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibdev2netdev"

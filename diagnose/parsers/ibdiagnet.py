@@ -51,7 +51,8 @@ from diagnose.parsers._fabric import (
     norm_width,
     speed_name,
 )
-from diagnose.parsers._ib import iter_lines, norm_guid, norm_phys_state, norm_state
+from diagnose.parsers._ib import norm_guid, norm_phys_state, norm_state
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.perfquery import PortCounter
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import ToolMessage
-from diagnose.parsers._ib import iter_lines
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibdiagnet_log"

@@ -25,7 +25,8 @@ import re
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import FabricLink, FabricNode, ibdiag_speed, norm_node_type, norm_width
-from diagnose.parsers._ib import iter_lines, norm_guid, norm_state
+from diagnose.parsers._ib import norm_guid, norm_state
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibdiagnet_lst"

@@ -39,7 +39,8 @@ from diagnose.parsers._fabric import (
     parse_link_text,
     parse_remote_text,
 )
-from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
+from diagnose.parsers._ib import norm_guid, shell_line
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "iblinkinfo"

@@ -69,7 +69,8 @@ from diagnose.gcpause import gc_paused
 from diagnose.models.records import TEXT_CLIP, ColumnBatch, ParseResult, Record, clip
 from diagnose.parsers._common import possessive
 from diagnose.parsers._fabric import FabricLink, FabricNode, FabricPortState, norm_width, speed_name
-from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
+from diagnose.parsers._ib import norm_guid, shell_line
+from diagnose.parsers._lines import iter_lines
 
 FORMAT = "ibnetdiscover"
 PARSE_NS_PER_BYTE = 50.0  # measured on a simulated 4,096-host topology

@@ -22,7 +22,8 @@ import re
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import FabricNode, norm_node_type
-from diagnose.parsers._ib import iter_lines, norm_guid, shell_line
+from diagnose.parsers._ib import norm_guid, shell_line
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibnodes"

@@ -40,7 +40,8 @@ from diagnose.parsers._fabric import (
     parse_link_text,
     parse_remote_text,
 )
-from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
+from diagnose.parsers._ib import ToolError, norm_guid, tool_error
+from diagnose.parsers._lines import command_line, iter_lines, prompt
 from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.perfquery import PortCounter
 

@@ -32,16 +32,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from diagnose.models.records import ParseResult, Record, clip, positional_maker
-from diagnose.parsers._ib import (
-    IbPort,
-    iter_lines,
-    norm_guid,
-    norm_link_layer,
-    norm_phys_state,
-    norm_state,
-    shell_line,
-    to_int,
-)
+from diagnose.parsers._ib import IbPort, norm_guid, norm_link_layer, norm_phys_state, norm_state, shell_line, to_int
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import count_matches, guarded_parse
 
 FORMAT = "ibstat"

@@ -26,7 +26,6 @@ from diagnose.parsers._ib import (
     GidEntry,
     IbPort,
     guid_from_gid,
-    iter_lines,
     norm_link_layer,
     norm_phys_state,
     norm_state,
@@ -34,6 +33,7 @@ from diagnose.parsers._ib import (
     shell_line,
     to_int,
 )
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibstatus"

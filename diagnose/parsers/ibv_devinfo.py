@@ -38,7 +38,6 @@ from diagnose.parsers._ib import (
     GidEntry,
     IbPort,
     guid_from_gid,
-    iter_lines,
     norm_guid,
     norm_link_layer,
     norm_phys_state,
@@ -48,6 +47,7 @@ from diagnose.parsers._ib import (
     to_int,
     width_lanes,
 )
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ibv_devinfo"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import AcsControl, PcieLink, norm_bdf, shell_prompt
-from diagnose.parsers._ib import iter_lines
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "lspci"

@@ -42,7 +42,8 @@ from typing import Any
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import MlxlinkInfo, norm_bdf, shell_prompt
-from diagnose.parsers._ib import ToolError, iter_lines
+from diagnose.parsers._ib import ToolError
+from diagnose.parsers._lines import iter_lines
 
 FORMAT = "mlxlink"
 

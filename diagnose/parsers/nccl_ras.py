@@ -57,8 +57,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._ib import iter_lines
 from diagnose.parsers._job import RasRank, RasSummary, norm_comm_hash
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "nccl_ras"

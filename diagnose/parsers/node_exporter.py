@@ -40,7 +40,8 @@ from decimal import Decimal, InvalidOperation
 from diagnose.models.counters import canonical_counter
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import RdmaHwCounter, shell_prompt, timestamp_line
-from diagnose.parsers._ib import IbPort, iter_lines
+from diagnose.parsers._ib import IbPort
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.perfquery import PortCounter
 

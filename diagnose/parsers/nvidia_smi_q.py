@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._gpu import GpuInfo, lead_float, lead_int, na, norm_pci, shell_line, smi_error, yes_no
-from diagnose.parsers._ib import ToolError, iter_lines
+from diagnose.parsers._ib import ToolError
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "nvidia_smi_q"

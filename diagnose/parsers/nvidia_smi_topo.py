@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._gpu import TopoDevice, TopoEntry, na, shell_line, smi_error
-from diagnose.parsers._ib import ToolError, iter_lines
+from diagnose.parsers._ib import ToolError
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "nvidia_smi_topo"

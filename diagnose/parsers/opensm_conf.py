@@ -31,7 +31,7 @@ import re
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import SmConfigOption
 from diagnose.parsers._host import shell_prompt
-from diagnose.parsers._ib import iter_lines
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "opensm_conf"

@@ -32,7 +32,8 @@ import pandas as pd
 
 from diagnose.models.counters import canonical_counter
 from diagnose.models.records import ColumnBatch, LineIndex, ParseResult, Record, clip, int64_column
-from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
+from diagnose.parsers._ib import ToolError, norm_guid, tool_error
+from diagnose.parsers._lines import command_line, iter_lines, prompt
 
 FORMAT = "perfquery"
 PARSE_NS_PER_BYTE = 7.0  # the bulk reader, measured on simulated 4,096-host dumps (the line parser is slower)

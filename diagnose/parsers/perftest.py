@@ -49,7 +49,7 @@ from typing import Any
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
-from diagnose.parsers._ib import iter_lines
+from diagnose.parsers._lines import iter_lines
 
 FORMAT = "perftest"
 # A run's header, table and errors must stay together: parsed whole (head and tail beyond the size limit).

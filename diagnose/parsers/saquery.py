@@ -56,7 +56,8 @@ from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import FabricNode, norm_node_type
-from diagnose.parsers._ib import ToolError, iter_lines, norm_guid, prompt, tool_error
+from diagnose.parsers._ib import ToolError, norm_guid, tool_error
+from diagnose.parsers._lines import iter_lines, prompt
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "saquery"

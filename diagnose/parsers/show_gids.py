@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import DevNetMap, shell_prompt
-from diagnose.parsers._ib import GidEntry, iter_lines
+from diagnose.parsers._ib import GidEntry
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "show_gids"

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 from diagnose.hostlist import HostlistError, expand_hostlist
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._ib import iter_lines, prompt
 from diagnose.parsers._job import JobInfo, NodeInfo
+from diagnose.parsers._lines import iter_lines, prompt
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "slurm"

@@ -17,7 +17,8 @@ import re
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import SmInfo, norm_sm_state
-from diagnose.parsers._ib import ToolError, iter_lines, norm_guid, prompt, to_int, tool_error
+from diagnose.parsers._ib import ToolError, norm_guid, to_int, tool_error
+from diagnose.parsers._lines import iter_lines, prompt
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "sminfo"

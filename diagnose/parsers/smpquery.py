@@ -37,16 +37,8 @@ from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._fabric import FabricNode, FabricPortState, norm_node_type, norm_width, port_state, speed_name
-from diagnose.parsers._ib import (
-    ToolError,
-    command_line,
-    iter_lines,
-    norm_guid,
-    norm_phys_state,
-    prompt,
-    to_int,
-    tool_error,
-)
+from diagnose.parsers._ib import ToolError, norm_guid, norm_phys_state, to_int, tool_error
+from diagnose.parsers._lines import command_line, iter_lines, prompt
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "smpquery"

@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, field
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._ib import ToolError, command_line, iter_lines, norm_guid, prompt, tool_error
+from diagnose.parsers._ib import ToolError, norm_guid, tool_error
+from diagnose.parsers._lines import command_line, iter_lines, prompt
 from diagnose.parsers._pkeys import FULL_BIT, PkeyEntry
 from diagnose.parsers.base import guarded_parse
 

@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._ib import ToolError, iter_lines, tool_error
+from diagnose.parsers._ib import ToolError, tool_error
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers._smp_tables import Cmd, cell_int, cells, command_state, portid_lid
 from diagnose.parsers.base import guarded_parse
 

@@ -29,7 +29,8 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._ib import iter_lines, shell_line
+from diagnose.parsers._ib import shell_line
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "sonic_qos"

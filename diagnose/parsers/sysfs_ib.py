@@ -40,7 +40,6 @@ from diagnose.parsers._ib import (
     IbPort,
     ToolError,
     guid_from_gid,
-    iter_lines,
     norm_guid,
     norm_link_layer,
     norm_phys_state,
@@ -48,6 +47,7 @@ from diagnose.parsers._ib import (
     parse_sysfs_rate,
     to_int,
 )
+from diagnose.parsers._lines import iter_lines
 from diagnose.parsers._pkeys import FULL_BIT, KEY_MASK, PkeyEntry
 from diagnose.parsers.base import guarded_parse
 from diagnose.parsers.perfquery import PortCounter

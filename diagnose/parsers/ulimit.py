@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 
 from diagnose.models.records import ParseResult, Record, clip
-from diagnose.parsers._ib import ToolError, iter_lines, prompt
+from diagnose.parsers._ib import ToolError
+from diagnose.parsers._lines import iter_lines, prompt
 from diagnose.parsers.base import guarded_parse
 
 FORMAT = "ulimit"
