@@ -54,3 +54,28 @@ def test_every_declared_kind_is_emitted_somewhere_and_shown_only_kinds_are_decla
     text += "\n".join(p.read_text() for p in (ROOT / "rules" / "_messages").glob("*.yaml"))
     quoted = set(re.findall(r"[\"']([a-z][a-z0-9_]+)[\"']", text)) | set(re.findall(r"finding: ([a-z0-9_]+)", text))
     assert sorted(set(KINDS) - quoted) == []  # a kind whose emitter was removed must leave the vocabulary too
+
+
+def test_a_rule_comparing_an_attribute_with_a_value_of_another_type_fails_lint(tmp_path: Path) -> None:
+    """``delta`` is a number and ``counter`` a name: a quoted number, an order on a name and a threshold on a name
+    never match (durable-rules compares 2 and '2' as different)."""
+    cases = {
+        "delta: {gte: $rising_min}": ("delta: '5'", "'delta' of 'port_counter_errors' is int, never str '5'"),
+        "counter: {in: [symbol_error, link_error_recovery]}": (
+            "counter: {gte: 3}", "'counter' of 'port_counter_errors' is str: 'gte' 3 compares it with a number"),
+    }
+    for old, (new, said) in cases.items():
+        msgs = [p.message for p in lint(sites=[_pack_with(tmp_path / str(len(said)), old, new)])]
+        assert any(said in m for m in msgs), msgs
+    ok = _pack_with(tmp_path / "ok", "delta: {gte: $rising_min}", "delta: {in: ['5', 5]}")  # one of them can match
+    assert not any("never str" in p.message for p in lint(sites=[ok]))
+
+
+def test_a_finding_whose_attribute_has_another_type_is_reported() -> None:
+    context.finding("busbw_measured", "x", attrs={"ratio": "0.5", "nodes": 2})
+    got = sorted(context.UNDECLARED)
+    context.UNDECLARED.clear()  # made on purpose
+    assert got == ["finding 'busbw_measured' attribute 'ratio' is str, declared float"]
+    assert problems("busbw_measured", {"ratio": 1, "nodes": 2, "collective": None}) == []  # an int is a float too
+    assert problems("busbw_measured", {"nodes": True}) == ["finding 'busbw_measured' attribute 'nodes' is bool, "
+                                                           "declared int"]

@@ -84,6 +84,7 @@ def _vocabulary_problems(cat: object, rel_of: dict[str, str]) -> list[CatalogErr
                 if extra:
                     out.append(CatalogError(rel_of[rid], 0, f"{where} tests attribute(s) {', '.join(extra)} that "
                                                              f"finding '{c.finding}' never carries"))
+                out += [CatalogError(rel_of[rid], 0, f"{where}: {p}") for p in _typed(c.finding, c.where)]
     for e in load_messages(None).entries:
         if e.finding not in KINDS:
             out.append(CatalogError("rules/_messages", 0, f"message '{e.id}' yields finding '{e.finding}', which is "
@@ -92,6 +93,30 @@ def _vocabulary_problems(cat: object, rel_of: dict[str, str]) -> list[CatalogErr
     for k in dead:
         out.append(CatalogError("diagnose/evidence/vocabulary.py", 0, f"finding '{k}' is declared, but no rule "
                                                                       "weighs it and it is not in NOT_WEIGHED"))
+    return out
+
+
+def _typed(kind: str, where: dict[str, object]) -> list[str]:
+    """A ``where`` whose values cannot match the attributes' declared types: an order (gt/gte/lt/lte) or a threshold
+    (``$name``, a number) on an attribute that is not a number, a literal of another type than the attribute's."""
+    from diagnose.evidence.vocabulary import ATTRS, fits
+
+    out = []
+    for attr, cond in sorted(where.items()):
+        declared = ATTRS.get(kind, {}).get(attr)
+        if declared is None:
+            continue
+        op, val = next(iter(cond.items())) if isinstance(cond, dict) else ("eq", cond)
+        numeric = declared in (int, float)
+        values = val if isinstance(val, list) else [val]
+        if op == "in" and any(fits(v, declared) for v in values if not (isinstance(v, str) and v.startswith("$"))):
+            continue  # (one value of the list can match: a spelling of it in another type is harmless)
+        for v in values:
+            threshold = isinstance(v, str) and v.startswith("$")
+            if (op in ("gt", "gte", "lt", "lte") or threshold) and not numeric:
+                out.append(f"'{attr}' of '{kind}' is {declared.__name__}: '{op}' {v!r} compares it with a number")
+            elif not threshold and not fits(v, declared):
+                out.append(f"'{attr}' of '{kind}' is {declared.__name__}, never {type(v).__name__} {v!r}")
     return out
 
 
