@@ -77,7 +77,7 @@ def test_bulk_dumps_parsed_on_the_second_core_give_the_same_diagnosis() -> None:
     picked = offloadable(files := load_inputs([bundle], limits), limits, 1)
     assert sorted(files[i].path.split("/")[-1] for i in picked) == [  # both perfquery snapshots and the topology
         "ibnetdiscover.topo", "perfquery_1.txt.gz", "perfquery_2.txt.gz"]
-    a = triage([bundle], limits=limits, executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1)).model_dump_json()
+    a = triage([bundle], limits=limits, executor=ParallelExecutor(min_bytes=1, fork=True)).model_dump_json()
     b = triage([bundle], limits=limits).model_dump_json()
     assert a == b
     assert '"link.bad_cable"' in a
@@ -92,22 +92,24 @@ def test_second_core_results_pass_through_files_that_are_removed_afterwards(tmp_
     spill_root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
     limits = LoadLimits(stream_bytes=1024, chunk_bytes=4096)
-    ev = gather([bundle], limits=limits, executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1))
+    ev = gather([bundle], limits=limits, executor=ParallelExecutor(min_bytes=1, fork=True))
     assert ev.second_core_peak_mib > 0  # the dumps really were parsed in the second process
     assert list(spill_root.iterdir()) == []
     assert any(f.kind == "port_counter_errors" for f in ev.findings)
 
 
-def test_a_spilled_part_reads_back_as_the_same_evidence(tmp_path: Path) -> None:
-    from diagnose.runtime.pooled import Spilled, parse_part, unspill
+def test_a_part_left_in_the_spill_folder_reads_back_as_the_same_evidence(tmp_path: Path) -> None:
+    """How the forked child hands a file's Evidence back: pickled into the spill folder, read once, then gone."""
+    from diagnose.runtime.spill import leave, take_back
+    from diagnose.stages.parse import parse_here
 
     bundle = Path(__file__).resolve().parents[1] / "fixtures/link/bad_cable/positive-fattree64-hca-end"
     lim = LoadLimits()
     [bf] = [f for f in load_inputs([bundle], lim) if f.path.endswith("perfquery_1.txt.gz")]
-    direct = parse_part(bf, lim)
-    spilled = parse_part(bf, lim, str(tmp_path))
-    assert isinstance(spilled, Spilled) and Path(spilled.path).parent == tmp_path
-    back = unspill(spilled)
-    assert not Path(spilled.path).exists()  # read once, then gone
+    direct = parse_here(bf, lim)
+    path = leave(direct, str(tmp_path))
+    assert Path(path).parent == tmp_path
+    back = take_back(path)
+    assert not Path(path).exists()  # read once, then gone
     assert [fe.model_dump() for fe in back.files] == [fe.model_dump() for fe in direct.files]
-    assert len(back.records) == len(direct.records) and back.formats == direct.formats
+    assert len(back.records) == len(direct.records) and back.formats == direct.formats and back.records

@@ -21,7 +21,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LIMITS = LoadLimits(stream_bytes=16 * 1024, chunk_bytes=4096)
 # every bulk file to the second process, small files handed in batches of 8, the fabric lane from one row; it forks
 # even though idle threads other tests leave would stop it (a service's threads are tests/test_small_files.py's)
-PARALLEL = ParallelExecutor(min_bytes=1, pool_min_bytes=1, lane_min_rows=1, hand_over=8, fork=True)
+PARALLEL = ParallelExecutor(min_bytes=1, lane_min_rows=1, hand_over=8, fork=True)
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="no fork or one core")
 

@@ -30,7 +30,7 @@ SMALL = dict(stream_bytes=16 * 1024, chunk_bytes=4096)  # the fixture's dumps an
 LIMITS = LoadLimits(**SMALL)
 # the parallel executor on every bulk file; it forks even though idle threads that other tests leave would stop it
 # (only the machinery is under test here: can_fork has a test of its own)
-TWO = ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=True)
+TWO = ParallelExecutor(min_bytes=1, fork=True)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="no fork or one core")
 
@@ -124,7 +124,7 @@ def _handing(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], ParallelExecut
 
     monkeypatch.setattr(forking.ForkSecond, "send", spy)
     monkeypatch.setattr(forking.ForkSecond, "claim", _child_first)
-    return sent, ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=True, hand_over=4, stages=_slowed_here(0.005))
+    return sent, ParallelExecutor(min_bytes=1, fork=True, hand_over=4, stages=_slowed_here(0.005))
 
 
 def test_the_child_parses_large_and_handed_small_files_with_the_same_result(tmp_path: Path, spill_root: Path,
@@ -171,7 +171,7 @@ def test_a_child_that_dies_midway_loses_nothing(tmp_path: Path, spill_root: Path
         real(bf, *a, **k)
 
     monkeypatch.setattr(forking.ForkSecond, "claim", _child_first)  # the large files are the child's
-    dying = ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=True, stages=Stages(parse_file=dies_on_its_second_file))
+    dying = ParallelExecutor(min_bytes=1, fork=True, stages=Stages(parse_file=dies_on_its_second_file))
     forked = pipeline.gather([bundle], limits=LIMITS, executor=dying)
     assert _result(forked) == _result(serial)
     assert forked.second_core_peak_mib > 0  # its first file did come back

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shutil
 import tarfile
 import threading
 import time
@@ -334,21 +335,23 @@ def test_an_unreadable_subfolder_is_listed(tmp_path: Path, monkeypatch: pytest.M
 
 
 _TERM_SCRIPT = """
-import sys, time
+import functools, sys, time
+import diagnose.interfaces.cli as cli
+from diagnose import pipeline
+from diagnose.bundle import LoadLimits
 from diagnose.runtime import parallel
-from diagnose.runtime.spill import SpillDir
 marker = sys.argv[1]
+cli.LoadLimits = functools.partial(LoadLimits, stream_bytes=1024, chunk_bytes=4096)  # the dump counts as large
+pipeline.ParallelExecutor = functools.partial(parallel.ParallelExecutor, min_bytes=1)  # and goes to a forked child
 
-def stuck(files, *a, **k):  # the parse of a small bundle: the spill folder made, then stuck until the signal
-    next(x for x in a if isinstance(x, SpillDir)).get()
+def stuck(files, offload, second, *a):  # this process's side of the parse: the child forked, the spill folder made
     open(marker, 'w').close()
     while True:
         time.sleep(0.05)
 
-parallel.parse_pooled = stuck
-from diagnose.interfaces.cli import main
+parallel.parse_forked = stuck
 sys.argv = ['diagnose', 'triage', sys.argv[2]]
-main()
+cli.main()
 """
 
 
@@ -359,10 +362,13 @@ def test_sigterm_mid_triage_leaves_no_spill_folder(tmp_path: Path) -> None:
 
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    (tmp_path / "nccl.log").write_text(NCCL)
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "nccl.log").write_text(NCCL)
+    shutil.copy(Path(__file__).parent / "data/perfquery/perfquery_x_extended_0x7cfe9003009ce5b0.out", bundle / "pq.out")
     marker = tmp_path / "stuck"
     env = {**os.environ, "TMPDIR": str(tmp)}
-    p = subprocess.Popen([sys.executable, "-c", _TERM_SCRIPT, str(marker), str(tmp_path / "nccl.log")], env=env,
+    p = subprocess.Popen([sys.executable, "-c", _TERM_SCRIPT, str(marker), str(bundle)], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120  # a safety net: the child gets there in a second or two

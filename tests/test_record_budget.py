@@ -4,8 +4,8 @@ depends on how many processes parsed or in which order they finished."""
 
 from __future__ import annotations
 
+import os
 import shutil
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,8 @@ from diagnose.bundle import LoadLimits
 from diagnose.bundle.hostile import NCCL, _log_block
 from diagnose.models.records import ColumnBatch
 from diagnose.parsers import nccl_log
-from diagnose.runtime import ParallelExecutor, Stages, pooled
-from diagnose.stages.parse import load
+from diagnose.runtime import ParallelExecutor, Stages
+from diagnose.stages.parse import load, parse_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -98,7 +98,7 @@ def _files(ev: pipeline.Evidence) -> list[tuple[str, int, str | None]]:
     return [(f.path, f.records, f.problem) for f in ev.files]
 
 
-@pytest.mark.parametrize("fork", [True, False], ids=["forked child", "fork server pool"])
+@pytest.mark.parametrize("fork", [True, False], ids=["forked child", "one core"])
 def test_which_files_pass_the_budget_does_not_depend_on_a_second_process(tmp_path: Path, fork: bool) -> None:
     b = _fabric_bundle(tmp_path)
     whole = pipeline.gather([b], limits=LoadLimits(**SMALL))
@@ -111,29 +111,25 @@ def test_which_files_pass_the_budget_does_not_depend_on_a_second_process(tmp_pat
         loads.append(1)
         return load(*a)
 
-    two = ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=fork, stages=Stages(load=counted))
+    two = ParallelExecutor(min_bytes=1, fork=fork, stages=Stages(load=counted))
     parallel = pipeline.gather([b], limits=LoadLimits(max_record_bytes=limit, **SMALL), executor=two)
-    assert len(loads) == 2  # parsed in two processes, found past the budget, parsed again in path order
+    assert len(loads) == (2 if fork else 1)  # in two processes: found past the budget, parsed again in path order
     assert _files(parallel) == _files(serial)
     assert [f.model_dump_json() for f in parallel.findings] == [f.model_dump_json() for f in serial.findings]
 
 
-class _Over:
-    """A stand-in second process whose every file passes the budget there (as a worker's share would)."""
-
-    def submit(self, fn: Any, *args: Any) -> Future[Any]:
-        fut: Future[Any] = Future()
-        fut.set_exception(RecordBudget(1))
-        return fut
-
-    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
-        pass
-
-
-def test_a_budget_passed_in_the_second_process_loses_nothing_within_it(tmp_path: Path, monkeypatch) -> None:
+def test_a_budget_passed_in_the_second_process_loses_nothing_within_it(tmp_path: Path) -> None:
+    """The child's share passes the budget there (as it would with the parent's records beside it): the files it
+    took are parsed here instead, where the whole bundle is counted."""
     b = _fabric_bundle(tmp_path)
     serial = pipeline.gather([b], limits=LoadLimits(**SMALL))
-    monkeypatch.setattr(pooled, "second_core", _Over)
-    over = pipeline.gather([b], limits=LoadLimits(**SMALL),
-                           executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=False))
-    assert _files(over) == _files(serial)  # parsed here instead, where the whole bundle is counted
+    parent = os.getpid()
+
+    def over_in_the_child(*a: Any, **k: Any) -> None:
+        if os.getpid() != parent:
+            raise RecordBudget(1)
+        parse_file(*a, **k)
+
+    over = pipeline.gather([b], limits=LoadLimits(**SMALL), executor=ParallelExecutor(
+        min_bytes=1, fork=True, stages=Stages(parse_file=over_in_the_child)))
+    assert _files(over) == _files(serial)

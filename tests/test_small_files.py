@@ -13,7 +13,6 @@ import re
 import shutil
 import tarfile
 import zipfile
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from diagnose import pipeline
 from diagnose.bundle import LoadLimits, load_inputs, loader
 from diagnose.models.records import ColumnBatch, positional_maker
 from diagnose.parsers import _ib, dmesg, ibstat
-from diagnose.runtime import ParallelExecutor, pooled
+from diagnose.runtime import ParallelExecutor
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -245,35 +244,6 @@ def test_archives_known_by_content_or_name(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- pipeline
 
 
-class _Later(Future):  # type: ignore[type-arg]
-    """A task of the stand-in below: counts as finished at once, runs when its result is asked for (the pipeline
-    submits the bulk dumps from a thread; run there, the stand-in would hold that thread for the whole parse)."""
-
-    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
-        super().__init__()
-        self._call = (fn, args)
-
-    def done(self) -> bool:
-        return True
-
-    def result(self, timeout: float | None = None) -> Any:
-        if not super().done():
-            fn, args = self._call
-            self.set_result(pickle.loads(pickle.dumps(fn(*pickle.loads(pickle.dumps(args))))))
-        return super().result(timeout)
-
-
-class _Inline:
-    """A stand-in for the second process: each task's arguments and result pickled as they would cross a process
-    boundary."""
-
-    def submit(self, fn: Any, *args: Any) -> Future[Any]:
-        return _Later(fn, args)
-
-    def shutdown(self, wait: bool = True) -> None:
-        pass
-
-
 def _bundle(tmp_path: Path, hosts: int) -> Path:
     b = tmp_path / "bundle"
     shutil.copytree(ROOT / "fixtures/link/bad_cable/positive-fattree64-hca-end", b)
@@ -293,68 +263,11 @@ def _result(ev: pipeline.Evidence) -> tuple[Any, ...]:
     return records, ev.files, ev.formats, [f.model_dump_json() for f in ev.findings]
 
 
-def test_small_files_handed_to_an_idle_second_process_merge_in_file_order(tmp_path: Path, monkeypatch) -> None:
-    bundle = _bundle(tmp_path, 40)
-    small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)  # the counter dumps count as large, not the rest
-    serial = pipeline.gather([bundle], limits=LoadLimits(**small))
-    handed: list[int] = []
-    real = pooled.hand_batch
-
-    def spy(pool, files, picked, *rest):  # type: ignore[no-untyped-def]
-        handed.extend(picked)
-        return real(pool, files, picked, *rest)
-
-    monkeypatch.setattr(pooled, "hand_batch", spy)
-    monkeypatch.setattr(pooled, "second_core", _Inline)
-    pool = ParallelExecutor(min_bytes=1, pool_min_bytes=1, hand_over=8, fork=False)  # as from a service thread
-    inline = pipeline.gather([bundle], limits=LoadLimits(**small), executor=pool)
-    assert len(handed) >= 40  # most small files went to the stand-in
-    assert _result(inline) == _result(serial)
-
-
-@pytest.mark.parametrize("fork", [True, False], ids=["forked child", "fork server pool"])
+@pytest.mark.parametrize("fork", [True, False], ids=["forked child", "one core"])
 def test_small_files_with_a_real_second_process_give_the_same_result(tmp_path: Path, fork: bool) -> None:
     bundle = _bundle(tmp_path, 24)
     small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
     serial = pipeline.gather([bundle], limits=LoadLimits(**small))
-    two = ParallelExecutor(min_bytes=1, pool_min_bytes=1, hand_over=4, fork=fork)
+    two = ParallelExecutor(min_bytes=1, hand_over=4, fork=fork)
     parallel = pipeline.gather([bundle], limits=LoadLimits(**small), executor=two)
     assert _result(parallel) == _result(serial)
-
-
-class _Refusing:
-    """A second process that cannot start: every submit raises, as a pool whose worker died at spawn does."""
-
-    def submit(self, fn: Any, *args: Any) -> Future[Any]:
-        raise RuntimeError("cannot start a new process")
-
-    def shutdown(self, wait: bool = True) -> None:
-        pass
-
-
-def test_a_second_process_that_cannot_start_loses_no_evidence(tmp_path: Path, monkeypatch) -> None:
-    bundle = _bundle(tmp_path, 6)
-    small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
-    serial = pipeline.gather([bundle], limits=LoadLimits(**small))
-    monkeypatch.setattr(pooled, "second_core", _Refusing)
-    refused = pipeline.gather([bundle], limits=LoadLimits(**small),
-                              executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=False))
-    assert _result(refused) == _result(serial)  # the dumps it was to take were parsed here instead
-    assert any(f.format == "perfquery" and f.records for f in refused.files)
-
-
-def test_the_fork_server_pool_waits_for_more_bytes_than_a_fork(tmp_path: Path, monkeypatch) -> None:
-    """The pool's first start costs ~1 s (its server imports the pipeline), a fork ~10 ms: a caller that runs
-    threads parses dumps below ``pool_min_bytes`` here, alone, with the same result."""
-    bundle = _bundle(tmp_path, 4)
-    small = dict(stream_bytes=16 * 1024, chunk_bytes=4096)
-    started: list[bool] = []
-    monkeypatch.setattr(pooled, "second_core", lambda: started.append(True))
-    serial = pipeline.gather([bundle], limits=LoadLimits(**small))
-    below = pipeline.gather([bundle], limits=LoadLimits(**small),
-                            executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1 << 40, fork=False))
-    assert started == [] and _result(below) == _result(serial)
-    # with enough bytes the pool is asked for (this stand-in gives none: parsed here all the same)
-    enough = pipeline.gather([bundle], limits=LoadLimits(**small),
-                             executor=ParallelExecutor(min_bytes=1, pool_min_bytes=1, fork=False))
-    assert started == [True] and _result(enough) == _result(serial)

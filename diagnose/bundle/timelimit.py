@@ -3,7 +3,7 @@
 :func:`call_limited` runs a function and raises :class:`TimeLimit` in it once it has run ``seconds``; the caller
 drops what the call made and says so. How the call is stopped depends on the thread it runs in:
 
-- the main thread of a process (the CLI, the forked parse child, a fork-server pool worker): an interval timer
+- the main thread of a process (the CLI, the forked parse child, the service's one-thread triage process): an interval timer
   (``SIGALRM``), whose handler raises :class:`TimeLimit` between two bytecodes, and inside a regular expression's
   match too (the ``re`` engine checks for signals), so a pathological pattern on hostile text is stopped as well.
   Used only when nothing else handles ``SIGALRM``; the timer goes on firing every ``_AGAIN`` seconds until the call

@@ -1,9 +1,9 @@
 """The parallel executor: a large triage on two cores, with the result of :class:`SerialExecutor` byte for byte.
 
-The large files that parse into column batches (counter dumps, topologies) go to a second process: a forked child
-(:mod:`diagnose.runtime.forked`), or, when this process runs other threads and may not fork (the service's worker),
-a one-process pool from a fork server (:mod:`diagnose.runtime.pooled`). Small files are handed to the second
-process when it is idle. Parts come back one per file and are merged in file order; a bundle whose records pass
+The large files that parse into column batches (counter dumps, topologies) go to a second process, a forked child
+(:mod:`diagnose.runtime.forked`); small files are handed to it when it is idle. A process that runs other threads
+may not fork (a fork copies one thread): it parses on one core, in path order (the service runs its large triages in
+a one-thread process of their own for that, :mod:`diagnose.runtime.isolated`). Parts come back one per file and are merged in file order; a bundle whose records pass
 the record budget is parsed again serially, in path order, so that which files are left out never depends on
 which process was faster (see :mod:`diagnose.budget`). On triage (records not kept) the child keeps the fabric
 tables' records it parsed and runs the fabric extractors on them itself (:class:`RemoteLane`); on a bundle with
@@ -33,8 +33,7 @@ from diagnose.gcpause import Pause
 from diagnose.models.diagnosis import Finding
 from diagnose.models.records import Record
 from diagnose.runtime.forked import ForkSecond, can_fork, fork_lane, parse_forked
-from diagnose.runtime.plan import offloadable, worth_a_second
-from diagnose.runtime.pooled import parse_pooled
+from diagnose.runtime.plan import parse_here, worth_a_second
 from diagnose.runtime.serial import Paths, Run, SerialExecutor, Stages
 from diagnose.runtime.spill import SpillDir
 from diagnose.stages.find import Extractor, Outcomes, merged, owned, table_of
@@ -50,14 +49,11 @@ class ParallelExecutor:
     # bulk dumps this large together are parsed on a second core (0: never): a fork costs ~10 ms, and the two
     # dumps of a 512-host fabric (54 MB) take 0.3 s of a 1.2 s triage
     min_bytes: int = 32 * 1024 * 1024
-    # the same through the fork-server pool (when the caller runs threads: the service), whose first start takes
-    # ~1 s (the server imports the stages): never below min_bytes
-    pool_min_bytes: int = 96 * 1024 * 1024
     # counter and topology rows from which the fabric extractors run in a forked second process (0: never)
     lane_min_rows: int = 40_000
     hand_over: int = 256  # small files handed to an idle second process at a time
     # whether to fork: None asks can_fork() (no other thread runs); True forks all the same (tests whose idle
-    # threads left by other tests would stop it); False never forks (the fork server's pool instead)
+    # threads left by other tests would stop it); False never forks (one core, as from a thread)
     fork: bool | None = None
     stages: Stages = field(default_factory=Stages)
 
@@ -151,20 +147,18 @@ class _Parallel:
         gc.freeze()  # the loaded texts live until the end and hold no cycles: no collection walks them again
         if self.second is None and ex.may_fork() and worth_a_second(files, ex.min_bytes):
             self.second = ForkSecond.start(files, limits, self.spill, not keep_records, st, ex.min_bytes)
-        offload = set(self.second.bulk) if self.second is not None else \
-            offloadable(files, limits, ex.min_bytes and max(ex.min_bytes, ex.pool_min_bytes))
-        held.serial = not offload  # one process, in path order
+        if self.second is None or not self.second.bulk:  # one process, in path order
+            self.stop()
+            held.serial = True
+            return parse_in_order(files, limits, progress, st)
+        held.serial = False
         try:
-            if self.second is not None and offload:
-                parts = parse_forked(files, offload, self.second, limits, progress, ex.hand_over)
-                if self.second.own_fabric:
-                    self.remote = RemoteLane(self.second, files, limits, parts, self.spill)
-                else:
-                    self.second = None  # (closed by parse_forked)
+            parts = parse_forked(files, set(self.second.bulk), self.second, limits, progress, ex.hand_over)
+            if self.second.own_fabric:
+                self.remote = RemoteLane(self.second, files, limits, parts, self.spill)
             else:
-                self.stop()
-                parts = parse_pooled(files, offload, limits, progress, self.spill, st, ex.hand_over)
-            if not held.serial and held.limit and sum(p.record_bytes for p in parts) > held.limit:
+                self.second = None  # (closed by parse_forked)
+            if held.limit and sum(p.record_bytes for p in parts) > held.limit:
                 raise RecordBudget(held.limit)  # each process stayed under it, but not both together
         except RecordBudget:
             # the bundle's records pass the budget: which files are left out must not depend on which process
@@ -208,6 +202,17 @@ class _Parallel:
         second, self.second, self.remote = self.second, None, None
         if second is not None:
             second.close(kill=kill)
+
+
+def parse_in_order(files: list[BundleFile], limits: LoadLimits, progress: Progress | None, st: Stages
+                   ) -> list[Evidence]:
+    """Every file parsed here, in path order (a large file's records frozen, see :func:`plan.parse_here`)."""
+    parts = []
+    for k, bf in enumerate(files):
+        parts.append(parse_here(st, bf, limits, progress))
+        if progress:
+            progress(bf.path, k + 1, len(files))
+    return parts
 
 
 class RemoteLane:

@@ -25,9 +25,9 @@ Paths = Sequence[str | os.PathLike[str]]
 
 @dataclass(frozen=True)
 class Stages:
-    """The stage functions an executor calls, in whichever process it calls them: the seam where a test puts a
-    fault (a parse that fails in the second process only, an extractor that dies there). Module-level functions
-    only, so that a fork server's worker can be sent them."""
+    """The stage functions an executor calls, in whichever process it calls them (a forked child inherits them):
+    the seam where a test puts a fault (a parse that fails in the second process only, an extractor that dies
+    there)."""
 
     load: Callable[[Paths, LoadLimits, bool], list[BundleFile]] = parse.load
     parse_file: Callable[..., None] = parse.parse_file

@@ -124,17 +124,58 @@ def symptom_of(incident: IncidentRecord) -> str:
 
 def triage_incident(paths: Sequence[Path], symptom: str, symptom_source: str, catalog: Any = None) -> Any:
     """:func:`diagnose.pipeline.triage` on the evidence, or on the symptom text alone when there is none or
-    none of it is usable (an alert with no bundle still deserves the diagnosis its text supports)."""
+    none of it is usable (an alert with no bundle still deserves the diagnosis its text supports).
+
+    A bundle worth a second core (:data:`PROCESS_MIN_BYTES`) is triaged in a one-thread process of its own
+    (:class:`diagnose.runtime.isolated.OneThread`), where the parallel executor may fork: the worker's threads keep
+    this process from forking, and a parse that kills its process does not kill the service
+    (:class:`~diagnose.runtime.isolated.ProcessLost`: the request is retried as any failed step is)."""
     from diagnose.bundle import BundleError
-    from diagnose.pipeline import ParallelExecutor, triage
+    from diagnose.pipeline import triage
 
     if paths:
+        named = [str(p) for p in paths]
         try:
-            return triage([str(p) for p in paths], symptom, symptom_source=symptom_source, catalog=catalog,
-                          executor=ParallelExecutor())
+            if _bytes_under(named) >= PROCESS_MIN_BYTES:
+                return _ONE_THREAD.run(triage_here, named, symptom, symptom_source, catalog)
+            return triage_here(named, symptom, symptom_source, catalog)
         except BundleError as exc:
             log.warning("evidence_unusable", error=str(exc))
     return triage([], symptom, symptom_source=symptom_source, catalog=catalog)
+
+
+def triage_here(paths: list[str], symptom: str, symptom_source: str, catalog: Any) -> Any:
+    """The triage itself, with the parallel executor (in the one-thread process, or here for a small bundle)."""
+    from diagnose.pipeline import ParallelExecutor, triage
+
+    return triage(paths, symptom, symptom_source=symptom_source, catalog=catalog, executor=ParallelExecutor())
+
+
+def _bytes_under(paths: list[str]) -> int:
+    """The bytes of the files under ``paths`` (an archive by its own size), up to PROCESS_MIN_BYTES."""
+    total = 0
+    for p in paths:
+        for root, _dirs, files in os.walk(p) if os.path.isdir(p) else [("", [], [p])]:
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_size
+                except OSError:
+                    continue
+                if total >= PROCESS_MIN_BYTES:
+                    return total
+    return total
+
+
+def _one_thread() -> Any:
+    from diagnose.runtime.isolated import OneThread
+
+    return OneThread(preload=("diagnose.pipeline", "diagnose.service.worker"))
+
+
+# a bundle this large is triaged in the one-thread process: what the parallel executor needs before it takes a second
+# core (its min_bytes: a 512-host fabric's dumps), so a smaller one gains nothing from the process's round trip
+PROCESS_MIN_BYTES = 32 * 1024 * 1024
+_ONE_THREAD = _one_thread()
 
 
 class _Heartbeat:
@@ -231,6 +272,7 @@ class Worker:
             # a triage still running is abandoned (the threads are daemons): its request stays claimed and the
             # next start on this host takes it over at once
             log.warning("worker_stop_timeout", threads=alive, incident=self._triaging, waited_s=timeout)
+        _ONE_THREAD.close(kill=bool(alive))  # (a triage abandoned there is stopped with its process)
         self._threads = []
         self._drop_own_tmp()
         log.info("worker_stopped")
