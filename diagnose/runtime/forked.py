@@ -192,7 +192,7 @@ class ForkSecond:
             except Exception as exc:  # noqa: BLE001 - a result that cannot be read is parsed again here
                 log.warning("parallel_parse_failed", file=i, error=repr(exc))
                 self.loaded[path] = None
-            gc.freeze()  # as for a large file parsed here (see _parse_here)
+            gc.freeze()  # as for a large file parsed here (see plan.parse_here)
         batch = self.loaded[path]
         return batch[pos] if batch is not None else None
 
