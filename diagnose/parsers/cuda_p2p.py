@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
 from diagnose.parsers._lines import iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "cuda_p2p"
 MIXABLE = True  # pasted into job logs and issue threads next to nvidia-smi, NCCL and PyTorch output
@@ -193,13 +194,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _Parser(source, host, records, problems).feed(text)
-    except Exception as exc:
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, lambda t, s, h, r, p: _Parser(s, h, r, p).feed(t), text, source, host)
 
 
 # --------------------------------------------------------------------------------------------- parsing

@@ -28,6 +28,7 @@ import re
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
 from diagnose.parsers._nic import DscpPrio, RoceQosConfig
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "mlnx_qos"
 
@@ -62,13 +63,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _parse(text, source, host, records)
-    except Exception as exc:  # noqa: BLE001 - a parser reports, never raises
-        problems.append(f"mlnx_qos parser stopped early: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, lambda t, s, h, r, p: _parse(t, s, h, r), text, source, host)
 
 
 class _Report:

@@ -50,6 +50,7 @@ from typing import Any
 from diagnose.models.records import ParseResult, Record, clip
 from diagnose.parsers._host import shell_prompt
 from diagnose.parsers._lines import iter_lines
+from diagnose.parsers.base import guarded_parse
 
 FORMAT = "perftest"
 # A run's header, table and errors must stay together: parsed whole (head and tail beyond the size limit).
@@ -256,13 +257,7 @@ def sniff(head: str) -> int:
 
 
 def parse(text: str, source: str, host: str | None = None) -> ParseResult:
-    records: list[Record] = []
-    problems: list[str] = []
-    try:
-        _Parser(source, host, records, problems).run(text)
-    except Exception as exc:  # noqa: BLE001 - a parser never raises
-        problems.append(f"parser error: {type(exc).__name__}: {exc}")
-    return ParseResult(format=FORMAT, records=records, problems=problems)
+    return guarded_parse(FORMAT, lambda t, s, h, r, p: _Parser(s, h, r, p).run(t), text, source, host)
 
 
 def _peer(args: str) -> str | None:
