@@ -888,34 +888,48 @@ def bench_hostile(workdir: Path | None = None, full: bool = True, commands: tupl
 
 
 def remove_tree(root: Path) -> None:
-    """Remove ``root`` and all under it, folders made unreadable and 2,500 levels of nesting included (an explicit
-    stack: ``shutil.rmtree`` and ``os.walk`` recurse, past Python's recursion limit there)."""
+    """Remove ``root`` and all under it, folders made unreadable and 2,500 levels of nesting included. No path is
+    ever longer than a name under ``root`` and no recursion is used (``shutil.rmtree`` recurses past Python's limit
+    there, and a full path passes PATH_MAX): each round moves the contents of ``root``'s folders up into ``root`` and
+    removes the emptied folders, so a chain N deep goes in N rounds with two folders open at a time."""
     import os
     import stat
 
-    folders: list[str] = []
-    stack = [str(root)]
-    while stack:
-        d = stack.pop()
-        try:
-            os.chmod(d, stat.S_IRWXU)
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        folders.append(d)
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                stack.append(e.path)
-            else:
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    moved = 0
+    try:
+        while True:
+            entries = list(os.scandir(top))
+            progress = False
+            for e in entries:
                 try:
-                    os.unlink(e.path)
+                    if not e.is_dir(follow_symlinks=False):
+                        os.unlink(e.name, dir_fd=top)
+                        progress = True
+                        continue
+                    os.chmod(e.name, stat.S_IRWXU, dir_fd=top)
+                    sub = os.open(e.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                    try:
+                        for c in list(os.scandir(sub)):
+                            moved += 1
+                            os.rename(c.name, f".removed-{moved}", src_dir_fd=sub, dst_dir_fd=top)
+                    finally:
+                        os.close(sub)
+                    os.rmdir(e.name, dir_fd=top)
+                    progress = True
                 except OSError:
-                    pass
-    for d in reversed(folders):  # the deepest first
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
+                    continue
+            if not entries or not progress:
+                break
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(root)
+    except OSError:
+        pass
 
 
 def hostile_table(rows: list[HostileRow]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,15 +35,36 @@ def test_the_table_says_which_runs_held_their_bounds() -> None:
     assert lines[-1] == "1 of 3 runs within bounds; worst: 4200 MiB, 30.0 s"
 
 
+def test_remove_tree_removes_folders_nested_past_path_max_and_unreadable_ones(tmp_path: Path) -> None:
+    import os
+
+    root = tmp_path / "t"
+    root.mkdir()
+    here = os.open(root, os.O_RDONLY)
+    for _ in range(2500):  # 5,000 characters below root: past PATH_MAX and past the recursion limit
+        os.mkdir("d", dir_fd=here)
+        nxt = os.open("d", os.O_RDONLY, dir_fd=here)
+        os.close(here)
+        here = nxt
+    os.close(os.open("f.log", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=here))
+    os.close(here)
+    (root / "locked").mkdir()
+    (root / "locked" / "x").write_text("x")
+    (root / "locked").chmod(0)
+    (root / "link").symlink_to(tmp_path)  # a link is removed, never followed
+    (tmp_path / "kept").write_text("k")
+    bench.remove_tree(root)
+    assert not root.exists() and (tmp_path / "kept").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", hostile.NAMES)
 def test_the_full_size_case_ends_in_exit_0_or_2_without_a_traceback_under_the_memory_bound(
-        name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+        name: str, full_corpus: dict[str, hostile.Case]) -> None:
     """At full size (bombs that expand to GBs) and the default limits. The run is killed past 1.5 GB of memory (the
     bound of the issue; sampled, so a run is never stopped below it) and 600 s (a safety net only: the bench shows
     the times, ~25 s at worst on the 2-core machine)."""
-    corpus = _full_corpus(tmp_path_factory)
-    case = corpus[name]
+    case = full_corpus[name]
     for command in ("triage", "evidence"):
         code, _, _, _, err = bench.run_measured(
             [sys.executable, "-m", "diagnose.interfaces.cli", command, *case.paths, "--format", "json"],
@@ -52,11 +74,13 @@ def test_the_full_size_case_ends_in_exit_0_or_2_without_a_traceback_under_the_me
             assert code == 2 and len(err.splitlines()) == 1, err
 
 
-_BUILT: dict[str, hostile.Case] = {}
-
-
-def _full_corpus(factory: pytest.TempPathFactory) -> dict[str, hostile.Case]:
-    if not _BUILT:
-        root: Path = factory.mktemp("hostile-full") / "corpus"
-        _BUILT.update({c.name: c for c in hostile.build(root, hostile.FULL)})
-    return _BUILT
+@pytest.fixture(scope="module")
+def full_corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, hostile.Case]]:
+    """Built once for the module's full-size cases, and removed after them with :func:`bench.remove_tree`: its
+    folders nested 2,500 deep are past what shutil.rmtree (recursive) can remove, so pytest's own clean-up of an old
+    temporary folder raised RecursionError in a later session and left the tree in /tmp."""
+    root: Path = tmp_path_factory.mktemp("hostile-full") / "corpus"
+    try:
+        yield {c.name: c for c in hostile.build(root, hostile.FULL)}
+    finally:
+        bench.remove_tree(root.parent)
