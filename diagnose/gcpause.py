@@ -67,3 +67,16 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         pause.release()
+
+
+@contextmanager
+def run_paused() -> Iterator[Pause]:
+    """A triage's hold: the collector paused from loading to the frozen frames (the caller releases the hold once it
+    has frozen what it built, ``gc.freeze()``, so that the extractors run with the collector on); at the end what
+    was frozen goes back to the collector and the hold is released if it was not."""
+    pause = Pause()
+    try:
+        yield pause
+    finally:
+        gc.unfreeze()
+        pause.release()

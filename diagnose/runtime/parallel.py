@@ -29,7 +29,7 @@ from diagnose.bundle import BundleFile, LoadLimits
 from diagnose.bundle.loader import preview_inputs
 from diagnose.evidence.context import Context
 from diagnose.evidence.extractors import FABRIC_LANE, FABRIC_TABLES, fabric_lane_reads
-from diagnose.gcpause import Pause
+from diagnose.gcpause import Pause, run_paused
 from diagnose.models.diagnosis import Finding
 from diagnose.models.records import Record
 from diagnose.runtime.forked import ForkSecond, can_fork, fork_lane, parse_forked
@@ -69,8 +69,7 @@ class ParallelExecutor:
         # each full collection on the way walks all of them again (0.3-0.4 s at 4,096 hosts, a forked child's parse
         # included, as it inherits the pause). The collector is paused until they are frozen (see extract) and
         # resumes, if it ran (see diagnose.gcpause: pauses on other threads overlap), for the extractors.
-        with Terminated():
-            pause = Pause()
+        with Terminated(), run_paused() as pause:
             run = _Parallel(self, limits, progress, spill, pause)
             try:
                 yield run
@@ -80,8 +79,6 @@ class ParallelExecutor:
             finally:
                 run.stop()
                 spill.close()
-                gc.unfreeze()  # what the run froze goes back to the collector
-                pause.release()
 
     def run_extractors(self, ctx: Context, spill: SpillDir | None = None, remote: RemoteLane | None = None
                        ) -> tuple[list[Finding], float]:
