@@ -19,6 +19,25 @@ def catalog():
     return load_catalog(ROOT)
 
 
+@pytest.fixture(scope="session")
+def diagnosed(catalog):
+    """The triage of a fixture bundle with its expect.yaml's symptom, made once a session (tests/test_fixtures.py
+    and tests/test_render_text.py read the same ones; a Diagnosis is not changed by reading it)."""
+    import yaml
+
+    from diagnose.pipeline import triage
+
+    made: dict = {}
+
+    def get(bundle):
+        if bundle not in made:
+            symptom = (yaml.safe_load((bundle / "expect.yaml").read_text()) or {}).get("symptom")
+            made[bundle] = triage([bundle], symptom, catalog=catalog)
+        return made[bundle]
+
+    return get
+
+
 @pytest.fixture(autouse=True)
 def _findings_are_declared():
     """Every finding a test makes emit has a kind and attributes declared in diagnose.evidence.vocabulary."""

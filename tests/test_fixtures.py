@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from diagnose.catalog.taxonomy import TAXONOMY
-from diagnose.pipeline import triage
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -27,9 +26,9 @@ def _id(p: Path) -> str:
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[_id(b) for b in BUNDLES])
-def test_fixture_bundle(bundle: Path, catalog) -> None:
+def test_fixture_bundle(bundle: Path, diagnosed) -> None:
     expect = yaml.safe_load((bundle / "expect.yaml").read_text()) or {}
-    d = triage([bundle], expect.get("symptom"), catalog=catalog)
+    d = diagnosed(bundle)
     confirmed = [c.id for c in d.causes if c.verdict == "confirmed"]
     ranking = [(c.id, c.score, c.verdict) for c in d.causes]
     for c in d.causes:

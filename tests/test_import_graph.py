@@ -4,11 +4,23 @@ stages never import the runtime (processes, forks and the collector are the exec
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def _tree(py: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for the tests here."""
+    return ast.parse(py.read_text())
+
+
+@functools.cache
+def _graph_of(everywhere: bool) -> nx.DiGraph:
+    return _graph(everywhere)
 
 
 def _modules() -> dict[str, Path]:
@@ -25,7 +37,7 @@ def test_no_module_imports_another_modules_private_names() -> None:
     mods = _modules()
     found = []
     for name, py in mods.items():
-        for node in ast.walk(ast.parse(py.read_text())):
+        for node in ast.walk(_tree(py)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("diagnose") and \
                     node.module != name:
                 found += [f"{name}: from {node.module} import {a.name}" for a in node.names
@@ -41,7 +53,7 @@ def _graph(everywhere: bool = False) -> nx.DiGraph:
     graph = nx.DiGraph()
     for name, py in mods.items():
         graph.add_node(name)
-        tree = ast.parse(py.read_text())
+        tree = _tree(py)
         for node in (ast.walk(tree) if everywhere else tree.body):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -55,20 +67,20 @@ def _graph(everywhere: bool = False) -> nx.DiGraph:
 
 
 def test_the_module_level_import_graph_has_no_cycle() -> None:
-    assert [sorted(c) for c in nx.simple_cycles(_graph())] == []
+    assert [sorted(c) for c in nx.simple_cycles(_graph_of(False))] == []
 
 
 def test_the_stages_never_reach_the_runtime() -> None:
     """What a stage imports (at any depth, inside functions too) holds no process, fork or spill code: whichever
     executor calls a stage, the stage is the same."""
-    graph = _graph(everywhere=True)
+    graph = _graph_of(True)
     for stage in ("diagnose.stages.parse", "diagnose.stages.find"):
         reached = nx.descendants(graph, stage)
         assert not {m for m in reached if m.startswith("diagnose.runtime") or m == "diagnose.pipeline"}, stage
 
 
 def test_the_pipeline_holds_no_process_pipe_fork_or_collector_code() -> None:
-    tree = ast.parse((ROOT / "diagnose/pipeline.py").read_text())
+    tree = _tree(ROOT / "diagnose/pipeline.py")
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not imported & {"gc", "multiprocessing", "threading", "signal", "mmap", "select", "concurrent", "atexit"}

@@ -57,15 +57,12 @@ def _bundles(positive_only: bool) -> list[Path]:
 
 @pytest.mark.parametrize("positive_only", [True, pytest.param(False, marks=pytest.mark.slow)],
                          ids=["positive fixtures", "every fixture and field case"])
-def test_at_80_columns_every_cited_line_is_intact_and_no_token_is_broken(positive_only: bool) -> None:
-    import yaml
-
+def test_at_80_columns_every_cited_line_is_intact_and_no_token_is_broken(positive_only: bool, diagnosed) -> None:  # type: ignore[no-untyped-def]
     bundles = _bundles(positive_only)
     assert len(bundles) >= (60 if positive_only else 220)
     broken = []
     for b in bundles:
-        sym = (yaml.safe_load((b / "expect.yaml").read_text()) or {}).get("symptom")
-        d = triage([b], sym)
+        d = diagnosed(b)
         out = render_text(d, width=80, color=False)
         flat = " ".join(out.split())
         shown = [c for c in d.causes if c.verdict == "confirmed"] or d.causes[:1]
