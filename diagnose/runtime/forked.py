@@ -32,7 +32,7 @@ from diagnose.evidence.context import Context
 from diagnose.evidence.extractors import FABRIC_LANE, FABRIC_TABLES
 from diagnose.models.records import Record
 from diagnose.runtime import memtune
-from diagnose.runtime.plan import file_cost, parse_here, plan
+from diagnose.runtime.plan import file_cost, plan
 from diagnose.runtime.serial import Stages
 from diagnose.runtime.spill import SpillDir, leave, peak_mib, take_back
 from diagnose.stages.find import Extractor, Outcomes, owned, table_of
@@ -192,7 +192,7 @@ class ForkSecond:
             except Exception as exc:  # noqa: BLE001 - a result that cannot be read is parsed again here
                 log.warning("parallel_parse_failed", file=i, error=repr(exc))
                 self.loaded[path] = None
-            gc.freeze()  # as for a large file parsed here (see plan.parse_here)
+            gc.freeze()  # as for a large file parsed here (see Stages.parse_here)
         batch = self.loaded[path]
         return batch[pos] if batch is not None else None
 
@@ -546,15 +546,15 @@ class Ready:
     counters: Any  # the counter table, or None
 
     @classmethod
-    def build(cls, kept: dict[int, list[Record]], theirs: frozenset[str], prune: bool = True,
-              frames_of: Callable[[list[Record]], dict[str, Any]] | None = None) -> Ready | None:
+    def build(cls, kept: dict[int, list[Record]], theirs: frozenset[str], prune: bool = True, *,
+              frames_of: Callable[[list[Record]], dict[str, Any]]) -> Ready | None:
         """``prune``: the rows now in the frames are dropped from ``kept`` (else :meth:`told` does it);
         ``frames_of``: the stage that builds frames (:attr:`Stages.build_frames`)."""
         from diagnose.evidence.counters import build_counter_table
 
         try:
             mine = [r for i in sorted(kept) for r in kept[i] if table_of(r) not in theirs]
-            frames = (frames_of or Stages().build_frames)(mine)
+            frames = frames_of(mine)
             counters = None if theirs & _COUNTER_TABLES else build_counter_table(frames)
         except Exception:  # noqa: BLE001 - built again with the rest
             return None
@@ -624,7 +624,7 @@ def parse_forked(files: list[BundleFile], offload: set[int], second: ForkSecond,
 
     def here(i: int) -> None:
         nonlocal done
-        parts[i] = parse_here(st, files[i], limits, progress)
+        parts[i] = st.parse_here(files[i], limits, progress)
         done += 1
         if progress:
             progress(files[i].path, done, len(files))
@@ -689,4 +689,4 @@ def parse_forked(files: list[BundleFile], offload: set[int], second: ForkSecond,
         raise
     if not second.own_fabric:  # else it stays for the fabric extractors (the run closes it)
         second.close()
-    return [p if p is not None else parse_here(st, files[j], limits, progress) for j, p in enumerate(parts)]
+    return [p if p is not None else st.parse_here(files[j], limits, progress) for j, p in enumerate(parts)]

@@ -33,8 +33,8 @@ from diagnose.gcpause import Pause, run_paused
 from diagnose.models.diagnosis import Finding
 from diagnose.models.records import Record
 from diagnose.runtime.forked import ForkSecond, can_fork, fork_lane, parse_forked
-from diagnose.runtime.plan import parse_here, worth_a_second
-from diagnose.runtime.serial import Paths, Run, SerialExecutor, Stages
+from diagnose.runtime.plan import worth_a_second
+from diagnose.runtime.serial import Paths, Run, SerialExecutor, Stages, parse_in_order
 from diagnose.runtime.spill import SpillDir
 from diagnose.stages.find import Extractor, Outcomes, merged, owned, table_of
 from diagnose.stages.parse import Evidence, Progress
@@ -199,17 +199,6 @@ class _Parallel:
         second, self.second, self.remote = self.second, None, None
         if second is not None:
             second.close(kill=kill)
-
-
-def parse_in_order(files: list[BundleFile], limits: LoadLimits, progress: Progress | None, st: Stages
-                   ) -> list[Evidence]:
-    """Every file parsed here, in path order (a large file's records frozen, see :func:`plan.parse_here`)."""
-    parts = []
-    for k, bf in enumerate(files):
-        parts.append(parse_here(st, bf, limits, progress))
-        if progress:
-            progress(bf.path, k + 1, len(files))
-    return parts
 
 
 class RemoteLane:

@@ -1,30 +1,18 @@
 """Who parses what on a parallel triage: the large files worth a second core, their estimated costs (compared with
-each other only, to share the work), and this process's own parse of a file."""
+each other only, to share the work)."""
 
 from __future__ import annotations
 
-import gc
 import os
 from types import ModuleType
 
 from diagnose import parsers
 from diagnose.bundle import BundleFile, LoadLimits
 from diagnose.parsers.base import capabilities
-from diagnose.runtime.serial import Stages
-from diagnose.stages.parse import Evidence, Progress, sniff, sniff_limited
+from diagnose.stages.parse import sniff, sniff_limited
 
 DEFAULT_NS_PER_BYTE = 40.0  # measured for the line parsers of ibstat, dmesg, NCCL logs (2026, this project's VM)
 NS_PER_FILE = 80_000.0  # sniffing and bookkeeping per file
-
-
-def parse_here(st: Stages, bf: BundleFile, limits: LoadLimits, progress: Progress | None = None) -> Evidence:
-    """``bf`` parsed in this process (:meth:`Stages.parse_here`); a large file's records are frozen: they live until
-    the run ends and hold no cycles, so the collections the rest of the parse triggers do not walk them again (the
-    run unfreezes everything at its end)."""
-    part = st.parse_here(bf, limits, progress)
-    if bf.stream is not None:
-        gc.freeze()
-    return part
 
 
 def sends_columns(mod: ModuleType) -> bool:

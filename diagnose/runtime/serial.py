@@ -38,8 +38,24 @@ class Stages:
     run_some: Callable[[Context, list[tuple[str, Extractor]]], Outcomes] = find.run_some
 
     def parse_here(self, bf: BundleFile, limits: LoadLimits, progress: Progress | None = None) -> Evidence:
-        """``bf`` parsed in this process into an Evidence of its own (see :func:`diagnose.stages.parse.parse_here`)."""
-        return parse.parse_here(bf, limits, progress, self.parse_file)
+        """``bf`` parsed in this process into an Evidence of its own (see :func:`diagnose.stages.parse.parse_here`).
+        A large file's records are frozen: they live until the run ends and hold no cycles, so the collections the
+        rest of the parse triggers do not walk them again (the run unfreezes everything at its end)."""
+        part = parse.parse_here(bf, limits, progress, self.parse_file)
+        if bf.stream is not None:
+            gc.freeze()
+        return part
+
+
+def parse_in_order(files: list[BundleFile], limits: LoadLimits, progress: Progress | None, st: Stages
+                   ) -> list[Evidence]:
+    """Every file parsed in this process, in path order (one Evidence per file)."""
+    parts = []
+    for k, bf in enumerate(files):
+        parts.append(st.parse_here(bf, limits, progress))
+        if progress:
+            progress(bf.path, k + 1, len(files))
+    return parts
 
 
 class Run(Protocol):
@@ -87,12 +103,7 @@ class _Serial:
     def parse(self, paths: Paths, empty_ok: bool, keep_records: bool) -> list[Evidence]:
         files = self.stages.load(paths, self.limits, empty_ok)
         held.begin(self.limits.max_record_bytes, serial=True)
-        parts = []
-        for k, bf in enumerate(files):
-            parts.append(self.stages.parse_here(bf, self.limits, self.progress))
-            if self.progress:
-                self.progress(bf.path, k + 1, len(files))
-        return parts
+        return parse_in_order(files, self.limits, self.progress, self.stages)
 
     def extract(self, ev: Evidence, keep_records: bool) -> tuple[list[Finding], float]:
         ctx = Context(frames=self.stages.build_frames(ev.records), formats=ev.formats)

@@ -12,7 +12,6 @@ import structlog
 
 from diagnose.evidence.context import Context, finding
 from diagnose.evidence.extractors import FABRIC_TABLES, all_extractors
-from diagnose.evidence.frames import build_frames
 from diagnose.evidence.scan import scan
 from diagnose.models.diagnosis import EvidenceRef, Finding, Symptom
 from diagnose.models.records import ColumnBatch, Record
@@ -44,11 +43,6 @@ def add_symptoms(ev: Evidence, symptom: str | None, source: str) -> None:
                         ev.symptoms.append(Symptom(kind=kind, text=r.text, source=f"{r.source}:{r.line}"))  # type: ignore[arg-type]
         if len(ev.symptoms) > 1:
             ev.symptoms = [s for s in ev.symptoms if s.kind != "unknown"]
-
-
-def context(ev: Evidence) -> Context:
-    """What the extractors read: the frames of ``ev``'s records and its formats."""
-    return Context(frames=build_frames(ev.records), formats=ev.formats)
 
 
 def run_some(ctx: Context, todo: list[tuple[str, Extractor]]) -> Outcomes:
